@@ -1,0 +1,12 @@
+// Creates the store over an already-built libSQL client; the entry picks the client flavour
+// (`@libsql/client` for files and servers, `@libsql/client/web` for servers on Workers).
+import type { Client } from "@libsql/client";
+import { createLibsqlStore } from "./libsql-store.ts";
+import { createNotesStore, type NotesStore } from "./notes.ts";
+import type { Store } from "./store.ts";
+
+export async function openStore(client: Client, url: string): Promise<{ store: Store; notes: NotesStore }> {
+  const store = createLibsqlStore(client, { file: url.startsWith("file:") });
+  await store.migrate();
+  return { store, notes: createNotesStore(client) };
+}

@@ -1,0 +1,1 @@
+export const packageVersion = "0.1.0";
