@@ -1,6 +1,7 @@
 import type { Config } from "./config.ts";
 import type { Store } from "./state/store.ts";
 import type { NotesStore } from "./state/notes.ts";
+import type { Tool } from "./agent/tools/types.ts";
 
 export type RuntimeName = "node" | "bun" | "deno" | "workerd";
 
@@ -26,4 +27,8 @@ export interface AppDependencies {
   log: (entry: LogEntry) => void;
   /** Runs work after the response (Workers `waitUntil`); elsewhere the promise simply runs on. */
   waitUntil: (work: Promise<unknown>) => void;
+  /** Tools the runtimes' toolsets select from; defaults to the built-ins (tests add recording tools). */
+  tools?: readonly Tool[];
+  /** Replaces backoff sleeps in tests. */
+  sleep?: (ms: number) => Promise<void>;
 }

@@ -15,11 +15,11 @@ const MAX_RAW_ARGUMENTS_CHARS = 1_000_000;
 /** Error messages reach the model verbatim; a runaway message must not flood its context. */
 const MAX_ERROR_MESSAGE_CHARS = 2_000;
 
-/** The tools of the given toolsets, in built-in order; undefined means every built-in tool. */
-export function selectTools(toolsets: string[] | undefined): Tool[] {
-  if (toolsets === undefined) return [...builtinTools];
+/** The tools of the given toolsets, in registry order; undefined means every available tool. */
+export function selectTools(toolsets: string[] | undefined, available: readonly Tool[] = builtinTools): Tool[] {
+  if (toolsets === undefined) return [...available];
   const wanted = new Set(toolsets);
-  return builtinTools.filter((tool) => wanted.has(tool.toolset));
+  return available.filter((tool) => wanted.has(tool.toolset));
 }
 
 export function findTool(tools: readonly Tool[], name: string): Tool | undefined {

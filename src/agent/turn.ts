@@ -1,0 +1,218 @@
+// One agent turn (design.md "The flow of one message"), written to the journal as it happens:
+// user message before the first provider call, assistant tool-call message before any tool starts,
+// each tool result as the runner produces it, and the final answer with the turn record and lease release.
+import type { Config } from "../config.ts";
+import { randomId } from "../crypto.ts";
+import { NotFoundError, ProviderChainError, SessionBusyError } from "../errors.ts";
+import type { NotesStore } from "../state/notes.ts";
+import type { Store, TurnRecord } from "../state/store.ts";
+import type { ChatMessage, JournalMessage, ToolCall, Usage } from "./messages.ts";
+import { assembleSystemPrompt, budgetExhaustedText, orphanResultText } from "./prompt.ts";
+import { ProviderChain, type ChainEntry } from "./provider-chain.ts";
+import { createProvider as createSdkProvider } from "./providers/index.ts";
+import type { Provider, ProviderSettings } from "./providers/types.ts";
+import { openKey } from "./runtime-secrets.ts";
+import { runToolBatch } from "./tool-runner.ts";
+import { selectTools, toolSpecs } from "./tools/registry.ts";
+import type { Tool } from "./tools/types.ts";
+
+export type TurnEvent =
+  | { type: "turn-start"; turnId: string; seq: number }
+  | { type: "text-delta"; text: string }
+  | { type: "step-discarded"; reason: string }
+  | { type: "tool-call-start"; call: ToolCall }
+  | { type: "tool-call-end"; call: ToolCall; seq: number; isError: boolean }
+  | { type: "provider-fallback"; from: string; to: string; reason: string };
+
+export interface TurnDependencies {
+  store: Store;
+  notes: NotesStore;
+  config: Config;
+  fetch: typeof fetch;
+  now: () => number;
+  resolveHost?: (hostname: string) => Promise<string[]>;
+  /** Replaceable in tests; defaults to the SDK adapters. */
+  createProvider?: (settings: ProviderSettings) => Provider;
+  sleep?: (ms: number) => Promise<void>;
+  random?: () => number;
+  /** The tools toolsets select from; defaults to the built-ins. */
+  tools?: readonly Tool[];
+}
+
+export interface TurnRequest {
+  tenant: string;
+  sessionId: string;
+  /** Null runs the turn on the journal as it stands (used by /retry after it re-appends the message). */
+  content: string | null;
+  reasoning?: { effort: "low" | "medium" | "high" } | undefined;
+  onEvent?: (event: TurnEvent) => void;
+  /** Streaming: text deltas are forwarded through onEvent. */
+  stream?: boolean;
+}
+
+export interface TurnOutcome {
+  turn: TurnRecord;
+  reply: string;
+  /** Every message this turn appended, in journal order. */
+  messages: JournalMessage[];
+}
+
+const defaultMaxIterations = 25;
+
+function toChatMessage(message: JournalMessage): ChatMessage {
+  const { seq: _seq, turnId: _turnId, createdAt: _createdAt, archived: _archived, ...chat } = message;
+  return chat;
+}
+
+export async function runTurn(deps: TurnDependencies, request: TurnRequest): Promise<TurnOutcome> {
+  const turnId = randomId("turn");
+  const iso = () => new Date(deps.now()).toISOString();
+  const startedAt = iso();
+  const begun = await deps.store.beginTurn({
+    tenant: request.tenant,
+    sessionId: request.sessionId,
+    turnId,
+    userContent: request.content,
+    now: startedAt,
+    nowMs: deps.now(),
+    leaseMs: deps.config.leaseMs,
+    orphanText: orphanResultText,
+  });
+  if (begun.kind === "not_found") throw new NotFoundError("Session not found.");
+  if (begun.kind === "busy") throw new SessionBusyError(begun.retryAfterMs / 1000);
+
+  const { session } = begun;
+  const appended: JournalMessage[] = [...begun.appended];
+  const conversation: ChatMessage[] = begun.history.map(toChatMessage);
+  let nextSeq = (begun.history[begun.history.length - 1]?.seq ?? 0) + 1;
+  const emit = request.onEvent ?? (() => undefined);
+  emit({ type: "turn-start", turnId, seq: nextSeq - 1 });
+
+  const runtime = session.runtime;
+  const tools = selectTools(runtime.toolsets, deps.tools);
+  const specs = toolSpecs(tools);
+  const storedPrompt = session.conversationPrompt;
+  const system = storedPrompt ?? assembleSystemPrompt(session.systemPrompt, begun.memory);
+  let promptToStore: string | undefined = storedPrompt === null ? system : undefined;
+  const usage: Usage = { inputTokens: 0, outputTokens: 0 };
+  const reasoning = request.reasoning ?? (session.reasoning ? { effort: session.reasoning } : undefined);
+
+  const chain = new ProviderChain(runtime, {
+    createProvider: deps.createProvider ?? createSdkProvider,
+    resolveApiKey: async (entry: ChainEntry) => {
+      if (entry.apiKeyEnc) return openKey(deps.config.secretKey, entry.apiKeyEnc);
+      const fromEnv = entry.apiKeyEnv ? deps.config.readEnv(entry.apiKeyEnv) : undefined;
+      // Local servers (Ollama, a custom endpoint) often take no key; the SDKs still want a non-empty one.
+      return fromEnv ?? (entry.provider === "ollama" || entry.provider === "custom" || !entry.apiKeyEnv ? "none" : undefined);
+    },
+    fetch: deps.fetch,
+    sleep: deps.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))),
+    random: deps.random ?? Math.random,
+    onFallback: (from, to, reason) => emit({ type: "provider-fallback", from: `${from.provider}:${from.model}`, to: `${to.provider}:${to.model}`, reason }),
+    onRetry: (_entry, reason) => emit({ type: "step-discarded", reason }),
+  });
+
+  const toolAbort = new AbortController();
+  const toolContext = {
+    sessionPk: session.pk,
+    notes: deps.notes,
+    fetch: deps.fetch,
+    allowPrivateFetch: deps.config.fetchAllowPrivate,
+    ...(deps.resolveHost ? { resolveHost: deps.resolveHost } : {}),
+    signal: toolAbort.signal,
+  };
+  const leaseExpiry = () => deps.now() + deps.config.leaseMs;
+
+  const finish = async (status: "completed" | "failed", finalMessages: ChatMessage[], error: string | null): Promise<TurnRecord> => {
+    const record: TurnRecord = {
+      id: turnId,
+      status,
+      provider: chain.attempts.length > 0 ? chain.current.provider : null,
+      model: chain.attempts.length > 0 ? chain.current.model : null,
+      fallbackActivated: chain.fallbackActivated,
+      attempts: chain.attempts,
+      usage,
+      startedAt,
+      endedAt: iso(),
+    };
+    const written = await deps.store.finishTurn(
+      {
+        sessionPk: session.pk,
+        turnId,
+        status,
+        provider: record.provider,
+        model: record.model,
+        fallbackActivated: record.fallbackActivated,
+        attempts: record.attempts,
+        usage,
+        error,
+        now: record.endedAt!,
+        ...(promptToStore !== undefined ? { conversationPrompt: promptToStore } : {}),
+      },
+      nextSeq,
+      finalMessages,
+    );
+    nextSeq += written.length;
+    appended.push(...written);
+    return record;
+  };
+
+  try {
+    const maxIterations = runtime.max_iterations ?? defaultMaxIterations;
+    for (let iteration = 0; iteration < maxIterations; iteration++) {
+      const result = await chain.generate({
+        system,
+        messages: conversation,
+        tools: specs,
+        ...(reasoning ? { reasoning } : {}),
+        ...(request.stream ? { onTextDelta: (text: string) => emit({ type: "text-delta", text }) } : {}),
+      });
+      usage.inputTokens += result.usage.inputTokens;
+      usage.outputTokens += result.usage.outputTokens;
+      const assistant: ChatMessage = {
+        role: "assistant",
+        content: result.content,
+        provider: chain.current.provider,
+        model: chain.current.model,
+        ...(result.toolCalls.length > 0 ? { toolCalls: result.toolCalls } : {}),
+      };
+      if (result.toolCalls.length === 0) {
+        const turn = await finish("completed", [assistant], null);
+        return { turn, reply: result.content ?? "", messages: appended };
+      }
+
+      const written = await deps.store.appendMessages(session.pk, turnId, nextSeq, [assistant], iso(), leaseExpiry(), promptToStore);
+      promptToStore = undefined;
+      nextSeq += written.length;
+      appended.push(...written);
+      conversation.push(assistant);
+
+      await runToolBatch(result.toolCalls, tools, toolContext, deps.config.toolTimeoutMs, {
+        onStart: (call) => emit({ type: "tool-call-start", call }),
+        journal: async (toolResult) => {
+          const seq = nextSeq;
+          const row = await deps.store.appendToolResult(session.pk, turnId, seq, toolResult, iso());
+          if (row) {
+            nextSeq += 1;
+            appended.push(row);
+          }
+          conversation.push(toolResult);
+        },
+        onEnd: (call, toolResult) => emit({ type: "tool-call-end", call, seq: nextSeq - 1, isError: toolResult.isError === true }),
+      });
+    }
+    const text = budgetExhaustedText(maxIterations);
+    const turn = await finish("completed", [{ role: "assistant", content: text }], null);
+    return { turn, reply: text, messages: appended };
+  } catch (error) {
+    toolAbort.abort();
+    // Every exit path records the turn and releases the lease; the user message and completed results stay.
+    const reason = error instanceof ProviderChainError ? "provider_error" : "internal";
+    try {
+      await finish("failed", [], reason);
+    } catch {
+      // The lease expires on its own (HERMES_LEASE_MS); the original error is the one to report.
+    }
+    throw error;
+  }
+}
