@@ -16,3 +16,6 @@ export const orphanResultText =
 export function budgetExhaustedText(maxIterations: number): string {
   return `I stopped after ${maxIterations} steps, the most this session allows for one message, before reaching a final answer. Send another message to let me continue.`;
 }
+
+export const stoppedToolText = "Not run: the user stopped the turn before this tool started.";
+export const stoppedReplyText = "Stopped.";

@@ -7,7 +7,7 @@ import { NotFoundError, ProviderChainError, SessionBusyError } from "../errors.t
 import type { NotesStore } from "../state/notes.ts";
 import type { Store, TurnRecord } from "../state/store.ts";
 import type { ChatMessage, JournalMessage, ToolCall, Usage } from "./messages.ts";
-import { assembleSystemPrompt, budgetExhaustedText, orphanResultText } from "./prompt.ts";
+import { assembleSystemPrompt, budgetExhaustedText, orphanResultText, stoppedReplyText, stoppedToolText } from "./prompt.ts";
 import { ProviderChain, type ChainEntry } from "./provider-chain.ts";
 import { createProvider as createSdkProvider } from "./providers/index.ts";
 import type { Provider, ProviderSettings } from "./providers/types.ts";
@@ -123,7 +123,7 @@ export async function runTurn(deps: TurnDependencies, request: TurnRequest): Pro
   };
   const leaseExpiry = () => deps.now() + deps.config.leaseMs;
 
-  const finish = async (status: "completed" | "failed", finalMessages: ChatMessage[], error: string | null): Promise<TurnRecord> => {
+  const finish = async (status: "completed" | "failed" | "interrupted", finalMessages: ChatMessage[], error: string | null): Promise<TurnRecord> => {
     const record: TurnRecord = {
       id: turnId,
       status,
@@ -181,11 +181,17 @@ export async function runTurn(deps: TurnDependencies, request: TurnRequest): Pro
         return { turn, reply: result.content ?? "", messages: appended };
       }
 
-      const written = await deps.store.appendMessages(session.pk, turnId, nextSeq, [assistant], iso(), leaseExpiry(), promptToStore);
+      const { written, stopRequested } = await deps.store.appendMessages(session.pk, turnId, nextSeq, [assistant], iso(), leaseExpiry(), promptToStore);
       promptToStore = undefined;
       nextSeq += written.length;
       appended.push(...written);
       conversation.push(assistant);
+      if (stopRequested) {
+        // /stop: the calls are answered without running them, so the journal stays well formed.
+        const notRun: ChatMessage[] = result.toolCalls.map((toolCall) => ({ role: "tool", content: stoppedToolText, toolCallId: toolCall.id, name: toolCall.name, isError: true }));
+        const turn = await finish("interrupted", [...notRun, { role: "assistant", content: stoppedReplyText }], null);
+        return { turn, reply: stoppedReplyText, messages: appended };
+      }
 
       await runToolBatch(result.toolCalls, tools, toolContext, deps.config.toolTimeoutMs, {
         onStart: (call) => emit({ type: "tool-call-start", call }),

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import type { AppDependencies } from "../deps.ts";
-import { runTurn } from "../agent/turn.ts";
+import { handleChatMessage } from "../agent/commands.ts";
 import type { AppEnv } from "./auth.ts";
 import { readJsonBody, sessionIdParam } from "./http.ts";
 import { PostMessageSchema } from "./schemas.ts";
@@ -12,12 +12,10 @@ export function turnRoutes(deps: AppDependencies) {
   routes.post("/:id/messages", async (c) => {
     const sessionId = sessionIdParam(c);
     const body = await readJsonBody(c, PostMessageSchema);
-    const outcome = await runTurn(deps, {
-      tenant: c.get("tenant"),
-      sessionId,
-      content: body.content,
-      reasoning: body.reasoning,
-    });
+    const tenant = c.get("tenant");
+    const result = await handleChatMessage(deps, { tenant, sessionId, content: body.content, reasoning: body.reasoning });
+    if (result.kind === "command") return c.json({ turn: null, reply: result.reply, messages: [], command: result.command });
+    const { outcome } = result;
     return c.json({ turn: turnJson(outcome.turn), reply: outcome.reply, messages: outcome.messages.map(messageJson) });
   });
 

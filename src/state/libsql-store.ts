@@ -184,8 +184,12 @@ export function createLibsqlStore(client: Client, options: { file: boolean }): S
           ? { sql: "UPDATE sessions SET lease_expires_at = ? WHERE pk = ? AND lease_owner = ?", args: [leaseExpiresAtMs, sessionPk, turnId] }
           : { sql: "UPDATE sessions SET lease_expires_at = ?, conversation_prompt = ? WHERE pk = ? AND lease_owner = ?", args: [leaseExpiresAtMs, conversationPrompt, sessionPk, turnId] },
       );
-      await client.batch(statements, "write");
-      return messages.map((message, offset) => journaled(message, firstSeq + offset, turnId, now));
+      statements.push({ sql: "SELECT stop_requested FROM sessions WHERE pk = ?", args: [sessionPk] });
+      const results = await client.batch(statements, "write");
+      return {
+        written: messages.map((message, offset) => journaled(message, firstSeq + offset, turnId, now)),
+        stopRequested: Number(results[results.length - 1]?.rows[0]?.stop_requested ?? 0) === 1,
+      };
     },
 
     async appendToolResult(sessionPk, turnId, seq, message, now) {
@@ -214,9 +218,31 @@ export function createLibsqlStore(client: Client, options: { file: boolean }): S
       return messages.map((message, offset) => journaled(message, firstSeq + offset, input.turnId, input.now));
     },
 
-    async stopRequested(sessionPk) {
-      const result = await client.execute({ sql: "SELECT stop_requested FROM sessions WHERE pk = ?", args: [sessionPk] });
-      return Number(result.rows[0]?.stop_requested ?? 0) === 1;
+    async undoLastExchange(tenant, id, nowMs) {
+      const session = "(SELECT pk FROM sessions WHERE tenant = :tenant AND id = :id AND (lease_owner IS NULL OR lease_expires_at <= :now))";
+      const lastUser = `(SELECT seq FROM messages WHERE session_pk = ${session} AND role = 'user' AND archived = 0 ORDER BY seq DESC LIMIT 1)`;
+      const args = { tenant, id, now: nowMs };
+      const results = await client.batch(
+        [
+          { sql: "SELECT lease_owner, lease_expires_at FROM sessions WHERE tenant = :tenant AND id = :id", args: { tenant, id } },
+          { sql: `SELECT content FROM messages WHERE session_pk = ${session} AND seq = ${lastUser}`, args },
+          { sql: `UPDATE messages SET archived = 1, undone = 1 WHERE session_pk = ${session} AND archived = 0 AND seq >= ${lastUser}`, args },
+        ],
+        "write",
+      );
+      const sessionRow = results[0]?.rows[0];
+      if (!sessionRow) return null;
+      if (sessionRow.lease_owner !== null && Number(sessionRow.lease_expires_at) > nowMs) return "busy";
+      const content = results[1]?.rows[0]?.content;
+      return content === undefined || content === null ? null : { content: String(content), removed: results[2]?.rowsAffected ?? 0 };
+    },
+
+    async requestStop(tenant, id, nowMs) {
+      const result = await client.execute({
+        sql: "UPDATE sessions SET stop_requested = 1 WHERE tenant = ? AND id = ? AND lease_owner IS NOT NULL AND lease_expires_at > ?",
+        args: [tenant, id, nowMs],
+      });
+      return result.rowsAffected > 0;
     },
   };
   return store;

@@ -131,12 +131,21 @@ export interface Store {
    * reads the session, its active conversation and its memory notes.
    */
   beginTurn(input: BeginTurnInput): Promise<BeginTurnResult>;
-  /** Appends messages at the given seqs in one round trip and extends the lease. Fails if a seq is taken. */
-  appendMessages(sessionPk: number, turnId: string, firstSeq: number, messages: ChatMessage[], now: string, leaseExpiresAtMs: number, conversationPrompt?: string): Promise<JournalMessage[]>;
+  /**
+   * Appends messages at the given seqs in one round trip, extends the lease, and reads whether a stop was
+   * requested (so a stop costs no extra round trip). Fails if a seq is taken.
+   */
+  appendMessages(sessionPk: number, turnId: string, firstSeq: number, messages: ChatMessage[], now: string, leaseExpiresAtMs: number, conversationPrompt?: string): Promise<{ written: JournalMessage[]; stopRequested: boolean }>;
   /** Idempotent per (session, tool_call_id): null when a result for that call already exists. */
   appendToolResult(sessionPk: number, turnId: string, seq: number, message: ChatMessage, now: string): Promise<JournalMessage | null>;
   /** One round trip: appends the final messages, records the turn's outcome and releases the lease. */
   finishTurn(input: FinishTurnInput, firstSeq: number, messages: ChatMessage[]): Promise<JournalMessage[]>;
-  /** Whether a stop was requested for the turn holding the lease. */
-  stopRequested(sessionPk: number): Promise<boolean>;
+  /**
+   * Marks the last exchange (the last active user message and everything after it) archived and undone, unless
+   * a turn holds the lease. Returns the user message's content, or null when there was nothing to undo;
+   * "busy" while a turn runs.
+   */
+  undoLastExchange(tenant: string, id: string, nowMs: number): Promise<{ content: string; removed: number } | null | "busy">;
+  /** Asks the running turn of the session to stop at its next step; false when no turn is running. */
+  requestStop(tenant: string, id: string, nowMs: number): Promise<boolean>;
 }

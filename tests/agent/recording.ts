@@ -15,9 +15,10 @@ export function recordingStore(store: Store, log: EventLog): Store {
       return result;
     },
     async appendMessages(...args) {
-      const written = await store.appendMessages(...args);
+      const appended = await store.appendMessages(...args);
+      const written = appended.written;
       log.push(...written.map((message) => (message.toolCalls ? `write:assistant:${message.toolCalls.map((call) => call.id).join(",")}` : `write:${message.role}`)));
-      return written;
+      return appended;
     },
     async appendToolResult(...args) {
       const written = await store.appendToolResult(...args);
