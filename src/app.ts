@@ -8,6 +8,9 @@ import { healthRoutes } from "./routes/health.ts";
 import { errorResponse } from "./routes/http.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
 import { turnRoutes } from "./routes/turns.ts";
+import { webhookRoutes } from "./routes/webhooks.ts";
+import { openaiCompatRoutes } from "./routes/openai-compat.ts";
+import { docsRoutes } from "./routes/docs.ts";
 
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -30,9 +33,13 @@ export function createApp(deps: AppDependencies) {
   );
 
   app.route("/", healthRoutes(deps));
+  // Documentation and signed webhooks are the only routes reachable without an API key.
+  app.route("/", docsRoutes(deps));
+  app.route("/webhooks", webhookRoutes(deps));
   app.use("/v1/*", bearerAuth(deps.config.apiKeys));
   app.route("/v1/sessions", sessionRoutes(deps));
   app.route("/v1/sessions", turnRoutes(deps));
+  app.route("/v1", openaiCompatRoutes(deps));
 
   app.notFound((c) => errorResponse(c, new AppError("not_found", 404, "No such route.")));
   app.onError((error, c) => {

@@ -2,6 +2,8 @@ import type { Config } from "./config.ts";
 import type { Store } from "./state/store.ts";
 import type { NotesStore } from "./state/notes.ts";
 import type { Tool } from "./agent/tools/types.ts";
+import type { InboxStore } from "./state/inbox.ts";
+import type { EdgeCache } from "./kv/cache.ts";
 
 export type RuntimeName = "node" | "bun" | "deno" | "workerd";
 
@@ -16,6 +18,10 @@ export interface AppDependencies {
   config: Config;
   store: Store;
   notes: NotesStore;
+  /** The durable platform inbox. */
+  inbox: InboxStore;
+  /** Short-lived edge cache (memory LRU on Node/Bun/Deno, Workers KV on Cloudflare). */
+  cache: EdgeCache;
   fetch: typeof fetch;
   /** Milliseconds since the epoch. */
   now: () => number;

@@ -10,6 +10,7 @@ import { toBase64 } from "../crypto.ts";
 import type { LogEntry } from "../deps.ts";
 import { ConfigError } from "../errors.ts";
 import { openStore } from "../state/open-store.ts";
+import { noCache } from "../kv/cache.ts";
 import { packageVersion } from "../version.ts";
 
 function log(entry: LogEntry): void {
@@ -47,11 +48,13 @@ async function main(): Promise<void> {
   config = ensureApiKey(config);
 
   const client = createClient({ url: config.libsqlUrl, ...(config.libsqlAuthToken ? { authToken: config.libsqlAuthToken } : {}) });
-  const { store, notes } = await openStore(client, config.libsqlUrl);
+  const { store, notes, inbox } = await openStore(client, config.libsqlUrl);
   const app = createApp({
     config,
     store,
     notes,
+    inbox,
+    cache: noCache,
     fetch: globalThis.fetch.bind(globalThis),
     now: Date.now,
     runtimeName: "node",

@@ -4,9 +4,10 @@ import type { Client } from "@libsql/client";
 import { createLibsqlStore } from "./libsql-store.ts";
 import { createNotesStore, type NotesStore } from "./notes.ts";
 import type { Store } from "./store.ts";
+import { createInboxStore, type InboxStore } from "./inbox.ts";
 
-export async function openStore(client: Client, url: string): Promise<{ store: Store; notes: NotesStore }> {
+export async function openStore(client: Client, url: string): Promise<{ store: Store; notes: NotesStore; inbox: InboxStore }> {
   const store = createLibsqlStore(client, { file: url.startsWith("file:") });
   await store.migrate();
-  return { store, notes: createNotesStore(client) };
+  return { store, notes: createNotesStore(client), inbox: createInboxStore(client) };
 }

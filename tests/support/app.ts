@@ -4,6 +4,7 @@ import { createApp } from "../../src/app.ts";
 import { loadConfig, type Env } from "../../src/config.ts";
 import type { AppDependencies, LogEntry } from "../../src/deps.ts";
 import { openStore } from "../../src/state/open-store.ts";
+import { noCache } from "../../src/kv/cache.ts";
 import { tempFileDatabase, type TestDatabase } from "./db.ts";
 
 export const testApiKey = "test-key-0123456789abcdef";
@@ -29,12 +30,14 @@ export async function buildTestApp(env: Env = {}, overrides: Partial<AppDependen
     HERMES_FETCH_ALLOW_PRIVATE: "1",
     ...env,
   });
-  const { store, notes } = await openStore(database.client, database.url);
+  const { store, notes, inbox } = await openStore(database.client, database.url);
   const logs: LogEntry[] = [];
   const deps: AppDependencies = {
     config,
     store,
     notes,
+    inbox,
+    cache: noCache,
     fetch: globalThis.fetch.bind(globalThis),
     now: Date.now,
     runtimeName: "node",

@@ -1,0 +1,8 @@
+import { Hono } from "hono";
+import type { AppDependencies } from "../deps.ts";
+import type { AppEnv } from "./auth.ts";
+
+export function docsRoutes(_deps: AppDependencies) {
+  const routes = new Hono<AppEnv>();
+  return routes;
+}
