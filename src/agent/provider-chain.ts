@@ -190,7 +190,7 @@ export class ProviderChain {
         return "next";
       case "rate_limit":
         // With a chain, waiting out a quota is slower than the next provider; without one, retry the primary.
-        return this.index + 1 < this.entries.length || state.retries >= maxRetries ? "next" : "retry";
+        return this.entries.length > 1 || state.retries >= maxRetries ? "next" : "retry";
       case "auth":
         return state.credentialReread ? "next" : "reread";
       case "overloaded":
