@@ -26,6 +26,11 @@ export interface ChatMessage {
   isError?: boolean;
   /** Tool only: "unknown" when the service wrote the result itself because the outcome was lost. */
   effect?: "unknown";
+  /**
+   * A compaction summary (stored as a user-role row): it stands for archived rows and is sent to the model
+   * right after the conversation's head, whatever its seq.
+   */
+  summary?: true;
   /** Assistant only: who produced it. */
   provider?: string;
   model?: string;

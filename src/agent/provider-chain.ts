@@ -33,7 +33,7 @@ const backoffCapMs = 60_000;
 /** Retries spent on overloaded/timeout/transport before moving on: these rarely clear within one turn. */
 const quickFailoverRetries = 2;
 
-function toEntry(source: StoredRuntime | StoredFallback): ChainEntry {
+export function toChainEntry(source: StoredRuntime | StoredFallback): ChainEntry {
   const defaults = providerDefaults[source.provider];
   return {
     provider: source.provider,
@@ -48,9 +48,9 @@ function toEntry(source: StoredRuntime | StoredFallback): ChainEntry {
 
 /** The primary first, then the fallbacks in order, skipping entries equal to an earlier provider+model. */
 export function chainEntries(runtime: StoredRuntime): ChainEntry[] {
-  const entries = [toEntry(runtime)];
+  const entries = [toChainEntry(runtime)];
   for (const fallback of runtime.fallback ?? []) {
-    const entry = toEntry(fallback);
+    const entry = toChainEntry(fallback);
     if (!entries.some((existing) => existing.provider === entry.provider && existing.model === entry.model)) entries.push(entry);
   }
   return entries;

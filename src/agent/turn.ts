@@ -13,6 +13,9 @@ import { createProvider as createSdkProvider } from "./providers/index.ts";
 import type { Provider, ProviderSettings } from "./providers/types.ts";
 import { openKey } from "./runtime-secrets.ts";
 import { runToolBatch } from "./tool-runner.ts";
+import { orderForProvider, type ConversationEntry } from "./compression.ts";
+import { CompressionStep } from "./compression-step.ts";
+import type { EdgeCache } from "../kv/cache.ts";
 import { selectTools, toolSpecs } from "./tools/registry.ts";
 import type { Tool } from "./tools/types.ts";
 
@@ -35,6 +38,8 @@ export interface TurnDependencies {
   createProvider?: (settings: ProviderSettings) => Provider;
   sleep?: (ms: number) => Promise<void>;
   random?: () => number;
+  /** Holds the compression cooldown; optional because the cache is never the source of truth. */
+  cache?: EdgeCache;
   /** The tools toolsets select from; defaults to the built-ins. */
   tools?: readonly Tool[];
 }
@@ -48,6 +53,11 @@ export interface TurnRequest {
   onEvent?: (event: TurnEvent) => void;
   /** Streaming: text deltas are forwarded through onEvent. */
   stream?: boolean;
+  /**
+   * Extra system text for this call only (OpenAI-compatible `system` messages). Appended after the stored
+   * conversation prompt, so the cached prefix stays byte-identical; never stored.
+   */
+  ephemeralSystem?: string | undefined;
 }
 
 export interface TurnOutcome {
@@ -59,9 +69,14 @@ export interface TurnOutcome {
 
 const defaultMaxIterations = 25;
 
-function toChatMessage(message: JournalMessage): ChatMessage {
-  const { seq: _seq, turnId: _turnId, createdAt: _createdAt, archived: _archived, ...chat } = message;
-  return chat;
+function toEntry(message: JournalMessage): ConversationEntry {
+  const { turnId: _turnId, createdAt: _createdAt, archived: _archived, ...entry } = message;
+  return entry;
+}
+
+function isContextOverflow(error: unknown): boolean {
+  const reason = error instanceof ProviderChainError ? error.attempts[error.attempts.length - 1]?.reason : undefined;
+  return reason === "context_overflow" || reason === "payload_too_large";
 }
 
 export async function runTurn(deps: TurnDependencies, request: TurnRequest): Promise<TurnOutcome> {
@@ -83,7 +98,7 @@ export async function runTurn(deps: TurnDependencies, request: TurnRequest): Pro
 
   const { session } = begun;
   const appended: JournalMessage[] = [...begun.appended];
-  const conversation: ChatMessage[] = begun.history.map(toChatMessage);
+  const conversation: ConversationEntry[] = begun.history.map(toEntry);
   let nextSeq = (begun.history[begun.history.length - 1]?.seq ?? 0) + 1;
   const emit = request.onEvent ?? (() => undefined);
   emit({ type: "turn-start", turnId, seq: nextSeq - 1 });
@@ -97,20 +112,51 @@ export async function runTurn(deps: TurnDependencies, request: TurnRequest): Pro
   const usage: Usage = { inputTokens: 0, outputTokens: 0 };
   const reasoning = request.reasoning ?? (session.reasoning ? { effort: session.reasoning } : undefined);
 
+  const resolveApiKey = async (entry: ChainEntry) => {
+    if (entry.apiKeyEnc) return openKey(deps.config.secretKey, entry.apiKeyEnc);
+    const fromEnv = entry.apiKeyEnv ? deps.config.readEnv(entry.apiKeyEnv) : undefined;
+    // Local servers (Ollama, a custom endpoint) often take no key; the SDKs still want a non-empty one.
+    return fromEnv ?? (entry.provider === "ollama" || entry.provider === "custom" || !entry.apiKeyEnv ? "none" : undefined);
+  };
   const chain = new ProviderChain(runtime, {
     createProvider: deps.createProvider ?? createSdkProvider,
-    resolveApiKey: async (entry: ChainEntry) => {
-      if (entry.apiKeyEnc) return openKey(deps.config.secretKey, entry.apiKeyEnc);
-      const fromEnv = entry.apiKeyEnv ? deps.config.readEnv(entry.apiKeyEnv) : undefined;
-      // Local servers (Ollama, a custom endpoint) often take no key; the SDKs still want a non-empty one.
-      return fromEnv ?? (entry.provider === "ollama" || entry.provider === "custom" || !entry.apiKeyEnv ? "none" : undefined);
-    },
+    resolveApiKey,
     fetch: deps.fetch,
     sleep: deps.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))),
     random: deps.random ?? Math.random,
     onFallback: (from, to, reason) => emit({ type: "provider-fallback", from: `${from.provider}:${from.model}`, to: `${to.provider}:${to.model}`, reason }),
     onRetry: (_entry, reason) => emit({ type: "step-discarded", reason }),
   });
+
+  const compression = new CompressionStep(
+    {
+      store: deps.store,
+      ...(deps.cache ? { cache: deps.cache } : {}),
+      createProvider: deps.createProvider ?? createSdkProvider,
+      resolveApiKey,
+      fetch: deps.fetch,
+      now: deps.now,
+    },
+    { sessionPk: session.pk, turnId, runtime, system, tools: specs, allocateSeq: () => nextSeq++ },
+  );
+  /** One model step: compress first when the prompt is over the threshold, and once more after an overflow. */
+  const step = async () => {
+    await compression.maybeCompress(conversation);
+    const generate = () =>
+      chain.generate({
+        system: request.ephemeralSystem ? `${system}\n\n${request.ephemeralSystem}` : system,
+        messages: orderForProvider(conversation),
+        tools: specs,
+        ...(reasoning ? { reasoning } : {}),
+        ...(request.stream ? { onTextDelta: (text: string) => emit({ type: "text-delta", text }) } : {}),
+      });
+    try {
+      return await generate();
+    } catch (error) {
+      if (!isContextOverflow(error) || !(await compression.maybeCompress(conversation, true))) throw error;
+      return generate();
+    }
+  };
 
   const toolAbort = new AbortController();
   const toolContext = {
@@ -160,13 +206,8 @@ export async function runTurn(deps: TurnDependencies, request: TurnRequest): Pro
   try {
     const maxIterations = runtime.max_iterations ?? defaultMaxIterations;
     for (let iteration = 0; iteration < maxIterations; iteration++) {
-      const result = await chain.generate({
-        system,
-        messages: conversation,
-        tools: specs,
-        ...(reasoning ? { reasoning } : {}),
-        ...(request.stream ? { onTextDelta: (text: string) => emit({ type: "text-delta", text }) } : {}),
-      });
+      const result = await step();
+      compression.recordCall(result.usage.inputTokens, conversation.length);
       usage.inputTokens += result.usage.inputTokens;
       usage.outputTokens += result.usage.outputTokens;
       const assistant: ChatMessage = {
@@ -185,7 +226,7 @@ export async function runTurn(deps: TurnDependencies, request: TurnRequest): Pro
       promptToStore = undefined;
       nextSeq += written.length;
       appended.push(...written);
-      conversation.push(assistant);
+      conversation.push({ ...assistant, seq: written[0]!.seq });
       if (stopRequested) {
         // /stop: the calls are answered without running them, so the journal stays well formed.
         const notRun: ChatMessage[] = result.toolCalls.map((toolCall) => ({ role: "tool", content: stoppedToolText, toolCallId: toolCall.id, name: toolCall.name, isError: true }));
@@ -202,7 +243,7 @@ export async function runTurn(deps: TurnDependencies, request: TurnRequest): Pro
             nextSeq += 1;
             appended.push(row);
           }
-          conversation.push(toolResult);
+          conversation.push(row ? { ...toolResult, seq: row.seq } : toolResult);
         },
         onEnd: (call, toolResult) => emit({ type: "tool-call-end", call, seq: nextSeq - 1, isError: toolResult.isError === true }),
       });

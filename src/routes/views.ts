@@ -43,6 +43,7 @@ export function messageJson(message: JournalMessage) {
     ...(message.effect ? { effect: message.effect } : {}),
     ...(message.provider !== undefined ? { provider: message.provider } : {}),
     ...(message.model !== undefined ? { model: message.model } : {}),
+    ...(message.summary ? { summary: true } : {}),
     ...(message.archived ? { archived: true } : {}),
     created_at: message.createdAt,
   };

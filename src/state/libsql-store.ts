@@ -8,7 +8,7 @@ import { beginTurnStatements, messageInsert } from "./turn-statements.ts";
 import type { BeginTurnInput, BeginTurnResult, FinishTurnInput, MessageQuery, NewSession, SessionPatch, SessionView, Store, TurnRecord } from "./store.ts";
 
 const sessionColumns = "pk, tenant, id, runtime, system_prompt, metadata, version, conversation_prompt, reasoning, created_at, updated_at";
-const messageColumns = "seq, turn_id, role, content, tool_calls, tool_call_id, name, is_error, effect, provider, model, archived, created_at";
+const messageColumns = "seq, turn_id, role, kind, content, tool_calls, tool_call_id, name, is_error, effect, provider, model, archived, created_at";
 const turnColumns = "id, status, provider, model, fallback_activated, attempts, input_tokens, output_tokens, started_at, ended_at";
 
 export function createLibsqlStore(client: Client, options: { file: boolean }): Store {
@@ -216,6 +216,20 @@ export function createLibsqlStore(client: Client, options: { file: boolean }): S
       );
       await client.batch(statements, "write");
       return messages.map((message, offset) => journaled(message, firstSeq + offset, input.turnId, input.now));
+    },
+
+    async compactConversation(sessionPk, turnId, range, seq, summary, now) {
+      await client.batch(
+        [
+          {
+            sql: `UPDATE messages SET archived = 1 WHERE session_pk = ? AND archived = 0 AND ((seq BETWEEN ? AND ? AND kind <> 'summary') OR seq = ?)`,
+            args: [sessionPk, range.fromSeq, range.toSeq, range.previousSummarySeq ?? -1],
+          },
+          messageInsert(sessionPk, turnId, seq, { ...summary, summary: true }, now),
+        ],
+        "write",
+      );
+      return journaled({ ...summary, summary: true }, seq, turnId, now);
     },
 
     async undoLastExchange(tenant, id, nowMs) {

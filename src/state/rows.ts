@@ -76,6 +76,7 @@ export function toJournalMessage(row: Row): JournalMessage {
   if (row.name !== null && row.name !== undefined) message.name = text(row.name);
   if (Number(row.is_error) === 1) message.isError = true;
   if (row.effect === "unknown") message.effect = "unknown";
+  if (row.kind === "summary") message.summary = true;
   if (row.provider !== null && row.provider !== undefined) message.provider = text(row.provider);
   if (row.model !== null && row.model !== undefined) message.model = text(row.model);
   return message;

@@ -141,6 +141,11 @@ export interface Store {
   /** One round trip: appends the final messages, records the turn's outcome and releases the lease. */
   finishTurn(input: FinishTurnInput, firstSeq: number, messages: ChatMessage[]): Promise<JournalMessage[]>;
   /**
+   * Compaction in one round trip: archives the active, non-summary rows with seq in [fromSeq, toSeq] and the
+   * previous summary row, and appends the new summary at `seq`. Nothing is deleted.
+   */
+  compactConversation(sessionPk: number, turnId: string, range: { fromSeq: number; toSeq: number; previousSummarySeq: number | null }, seq: number, summary: ChatMessage, now: string): Promise<JournalMessage>;
+  /**
    * Marks the last exchange (the last active user message and everything after it) archived and undone, unless
    * a turn holds the lease. Returns the user message's content, or null when there was nothing to undo;
    * "busy" while a turn runs.

@@ -6,13 +6,14 @@ import type { BeginTurnInput } from "./store.ts";
 
 export function messageInsert(sessionPk: number, turnId: string, seq: number, message: ChatMessage, now: string): { sql: string; args: (string | number | null)[] } {
   return {
-    sql: `INSERT INTO messages (session_pk, seq, turn_id, role, content, tool_calls, tool_call_id, name, is_error, effect, provider, model, created_at)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    sql: `INSERT INTO messages (session_pk, seq, turn_id, role, kind, content, tool_calls, tool_call_id, name, is_error, effect, provider, model, created_at)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     args: [
       sessionPk,
       seq,
       turnId,
       message.role,
+      message.summary ? "summary" : "message",
       message.content,
       message.toolCalls && message.toolCalls.length > 0 ? JSON.stringify(message.toolCalls) : null,
       message.toolCallId ?? null,

@@ -4,6 +4,7 @@ import type { Client } from "@libsql/client";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ChatMessage } from "../../src/agent/messages.ts";
 import { createLibsqlStore } from "../../src/state/libsql-store.ts";
+import { migrations } from "../../src/state/schema.ts";
 import type { BeginTurnInput, Store } from "../../src/state/store.ts";
 import { countingClient } from "../support/db.ts";
 
@@ -49,7 +50,7 @@ export function describeStoreContract(name: string, open: () => Promise<StoreHar
       const after = await harness.client.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name");
       expect(after.rows).toEqual(before.rows);
       const versions = await harness.client.execute("SELECT version FROM schema_migrations");
-      expect(versions.rows.map((row) => Number(row.version))).toEqual([1]);
+      expect(versions.rows.map((row) => Number(row.version))).toEqual(migrations.map((migration) => migration.version));
     });
 
     it("creates, reads, lists with a cursor, updates with compare-and-set and deletes sessions", async () => {
