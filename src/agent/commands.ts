@@ -4,6 +4,8 @@ import { ConflictError, NotFoundError, SessionBusyError } from "../errors.ts";
 import type { SessionView } from "../state/store.ts";
 import { mergeRuntime } from "./runtime-secrets.ts";
 import { providerDefaults } from "./runtime.ts";
+import type { EdgeCache } from "../kv/cache.ts";
+import { sessionScope } from "../kv/keys.ts";
 import { runTurn, type TurnDependencies, type TurnOutcome, type TurnRequest } from "./turn.ts";
 
 export const helpText = [
@@ -59,6 +61,11 @@ async function updateWithRetry(deps: TurnDependencies, tenant: string, id: strin
   throw new ConflictError("The session changed concurrently; try the command again.");
 }
 
+/** Drops what the edge cache holds for the session; a cache failure is harmless (entries expire anyway). */
+export async function invalidateSessionCache(deps: { cache?: EdgeCache }, tenant: string, sessionId: string): Promise<void> {
+  if (deps.cache) await sessionScope(deps.cache, tenant, sessionId).invalidate().catch(() => undefined);
+}
+
 /** Runs a message: a known command, or a turn. The session must exist. */
 export async function handleChatMessage(deps: TurnDependencies, request: TurnRequest & { content: string }): Promise<ChatOutcome> {
   const command = parseCommand(request.content);
@@ -76,6 +83,7 @@ export async function handleChatMessage(deps: TurnDependencies, request: TurnReq
     case "new":
     case "reset":
       await deps.store.archiveConversation(tenant, sessionId, nowIso());
+      await invalidateSessionCache(deps, tenant, sessionId);
       return reply("Started a new conversation. The previous one is kept and still searchable.");
     case "status": {
       const session = await deps.store.getSession(tenant, sessionId);
@@ -89,6 +97,7 @@ export async function handleChatMessage(deps: TurnDependencies, request: TurnReq
         return reply(`Unknown provider "${provider}". Known: ${Object.keys(providerDefaults).filter((name) => name !== "custom").join(", ")}.`);
       }
       await updateWithRetry(deps, tenant, sessionId, async (session) => ({ runtime: await mergeRuntime(session.runtime, { provider, model }, deps.config.secretKey) }));
+      await invalidateSessionCache(deps, tenant, sessionId);
       return reply(`Model set to ${provider}:${model} from the next message.`);
     }
     case "reasoning": {

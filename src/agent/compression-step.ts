@@ -4,6 +4,7 @@ import type { EdgeCache } from "../kv/cache.ts";
 import type { Store } from "../state/store.ts";
 import { compressorState, estimateMessageTokens, estimateTokens, planCompaction, summarizerRequest, summaryPrefix, type ConversationEntry } from "./compression.ts";
 import { toChainEntry, type ChainEntry } from "./provider-chain.ts";
+import { sessionScope } from "../kv/keys.ts";
 import type { Provider, ProviderSettings, ToolSpec } from "./providers/types.ts";
 import type { StoredRuntime } from "./runtime.ts";
 
@@ -22,6 +23,8 @@ export interface CompressionStepDependencies {
 }
 
 export interface CompressionContext {
+  tenant: string;
+  sessionId: string;
   sessionPk: number;
   turnId: string;
   runtime: StoredRuntime;
@@ -75,8 +78,9 @@ export class CompressionStep {
     return fixed + entries.reduce((sum, entry) => sum + estimateMessageTokens(entry), 0);
   }
 
-  private cooldownKey(): string {
-    return `compress-cooldown:${this.context.sessionPk}`;
+  /** Per-session, so /new, /reset, /model and a runtime PATCH (which invalidate the session scope) clear it. */
+  private async cooldownKey(): Promise<string | null> {
+    return this.deps.cache ? sessionScope(this.deps.cache, this.context.tenant, this.context.sessionId).key("compress-cooldown") : null;
   }
 
   /**
@@ -86,7 +90,8 @@ export class CompressionStep {
   async maybeCompress(entries: ConversationEntry[], force = false): Promise<boolean> {
     if (!this.state.enabled || this.failedThisTurn) return false;
     if (!force && this.estimatePrompt(entries) <= this.state.thresholdTokens) return false;
-    if (this.deps.cache && (await this.deps.cache.get(this.cooldownKey()).catch(() => null))) return false;
+    const cooldownKey = await this.cooldownKey().catch(() => null);
+    if (this.deps.cache && cooldownKey && (await this.deps.cache.get(cooldownKey).catch(() => null))) return false;
     const plan = planCompaction(entries, this.state, force);
     if (!plan) return false;
 
@@ -112,7 +117,7 @@ export class CompressionStep {
       summaryText = result.content.trim();
     } catch (error) {
       this.failedThisTurn = true;
-      await this.deps.cache?.put(this.cooldownKey(), "1", compressionCooldownMs).catch(() => undefined);
+      if (cooldownKey) await this.deps.cache?.put(cooldownKey, "1", compressionCooldownMs).catch(() => undefined);
       this.deps.onFailed?.(error instanceof Error ? error.name : "error");
       return false;
     }

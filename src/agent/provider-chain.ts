@@ -5,6 +5,7 @@ import { ProviderChainError } from "../errors.ts";
 import { classifyProviderError, type ProviderErrorClass } from "./providers/classify-provider-error.ts";
 import type { GenerateRequest, GenerateResult, Provider, ProviderSettings } from "./providers/types.ts";
 import { providerDefaults, type StoredFallback, type StoredRuntime } from "./runtime.ts";
+import type { ProviderHealth } from "../kv/keys.ts";
 
 export interface ChainEntry {
   provider: string;
@@ -26,6 +27,8 @@ export interface ChainDependencies {
   onFallback?: (from: ChainEntry, to: ChainEntry, reason: string) => void;
   /** Called before a retry of the same step; streaming clients discard the partial text they saw. */
   onRetry?: (entry: ChainEntry, reason: string) => void;
+  /** Shared provider health: an entry that just returned rate_limit is skipped by every session for a while. */
+  health?: ProviderHealth;
 }
 
 const backoffBaseMs = 2000;
@@ -132,6 +135,12 @@ export class ProviderChain {
     let rebuild = false;
     for (;;) {
       const entry = this.current;
+      if (state.retries === 0 && !state.credentialReread && (await this.coolingDown(entry))) {
+        // No request is made; the skip is recorded so the turn shows why the fallback served it.
+        this.attempts.push({ provider: entry.provider, model: entry.model, outcome: "error", reason: "rate_limit" });
+        this.moveOn("rate_limit");
+        continue;
+      }
       let classified: ProviderErrorClass;
       try {
         const provider = await this.client(rebuild);
@@ -151,6 +160,7 @@ export class ProviderChain {
         ...(classified.status !== undefined ? { status: classified.status } : {}),
       });
 
+      if (classified.reason === "rate_limit") await this.deps.health?.markRateLimited(entry, classified.retryAfterMs).catch(() => undefined);
       const decision = this.decide(classified, state, maxRetries);
       if (decision === "retry") {
         this.deps.onRetry?.(entry, classified.reason);
@@ -182,6 +192,12 @@ export class ProviderChain {
       }
       state = { retries: 0, credentialReread: false };
     }
+  }
+
+  /** Only with somewhere to go: the last entry of a chain is always tried. The cache may fail; that means "healthy". */
+  private async coolingDown(entry: ChainEntry): Promise<boolean> {
+    if (!this.deps.health || this.index + 1 >= this.entries.length) return false;
+    return this.deps.health.isCoolingDown(entry).catch(() => false);
   }
 
   private decide(classified: ProviderErrorClass, state: AttemptState, maxRetries: number): "retry" | "reread" | "recover" | "next" | "fail" {

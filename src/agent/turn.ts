@@ -16,6 +16,7 @@ import { runToolBatch } from "./tool-runner.ts";
 import { orderForProvider, type ConversationEntry } from "./compression.ts";
 import { CompressionStep } from "./compression-step.ts";
 import type { EdgeCache } from "../kv/cache.ts";
+import { createProviderHealth } from "../kv/keys.ts";
 import { selectTools, toolSpecs } from "./tools/registry.ts";
 import type { Tool } from "./tools/types.ts";
 
@@ -126,6 +127,7 @@ export async function runTurn(deps: TurnDependencies, request: TurnRequest): Pro
     random: deps.random ?? Math.random,
     onFallback: (from, to, reason) => emit({ type: "provider-fallback", from: `${from.provider}:${from.model}`, to: `${to.provider}:${to.model}`, reason }),
     onRetry: (_entry, reason) => emit({ type: "step-discarded", reason }),
+    ...(deps.cache ? { health: createProviderHealth(deps.cache, deps.now) } : {}),
   });
 
   const compression = new CompressionStep(
@@ -137,7 +139,7 @@ export async function runTurn(deps: TurnDependencies, request: TurnRequest): Pro
       fetch: deps.fetch,
       now: deps.now,
     },
-    { sessionPk: session.pk, turnId, runtime, system, tools: specs, allocateSeq: () => nextSeq++ },
+    { tenant: request.tenant, sessionId: request.sessionId, sessionPk: session.pk, turnId, runtime, system, tools: specs, allocateSeq: () => nextSeq++ },
   );
   /** One model step: compress first when the prompt is over the threshold, and once more after an overflow. */
   const step = async () => {

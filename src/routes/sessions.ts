@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { mergeRuntime, toStoredRuntime } from "../agent/runtime-secrets.ts";
 import { randomId } from "../crypto.ts";
+import { invalidateSessionCache } from "../agent/commands.ts";
 import type { AppDependencies } from "../deps.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.ts";
 import type { SessionPatch } from "../state/store.ts";
@@ -74,7 +75,10 @@ export function sessionRoutes(deps: AppDependencies) {
       if (body.metadata !== undefined) patch.metadata = body.metadata;
       if (body.system_prompt !== undefined && body.system_prompt !== current.systemPrompt) patch.resetConversationPrompt = true;
       const updated = await deps.store.updateSession(tenant, id, current.version, patch, iso());
-      if (updated) return c.json(sessionJson(updated));
+      if (updated) {
+        if (patch.runtime) await invalidateSessionCache(deps, tenant, id);
+        return c.json(sessionJson(updated));
+      }
     }
     throw new ConflictError("The session changed concurrently; retry the update.");
   });
@@ -89,6 +93,7 @@ export function sessionRoutes(deps: AppDependencies) {
     const id = sessionIdParam(c);
     const tenant = c.get("tenant");
     if (!(await deps.store.archiveConversation(tenant, id, iso()))) throw new NotFoundError("Session not found.");
+    await invalidateSessionCache(deps, tenant, id);
     const session = await deps.store.getSession(tenant, id);
     if (!session) throw new NotFoundError("Session not found.");
     return c.json(sessionJson(session));

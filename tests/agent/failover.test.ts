@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { buildTestApp, type TestApp } from "../support/app.ts";
 import { startFakeAnthropic, startFakeOpenAI, type FakeProvider } from "../support/fake-provider.ts";
 import { recordingTool, type EventLog } from "./recording.ts";
+import { createMemoryCache } from "../../src/kv/memory-cache.ts";
 
 const rateLimited = { type: "error", status: 429, headers: { "retry-after": "7" } } as const;
 
@@ -202,5 +203,30 @@ describe("provider failover", () => {
     expect(toolResult.tool_use_id).toBe(toolUse.id);
     expect(log).toEqual(["dispatch:k", "done:k"]);
     expect(body.turn).toMatchObject({ provider: "anthropic", fallback_activated: true });
+  });
+
+  it("skips a rate-limited primary for every session for its Retry-After, then tries it again", async () => {
+    let clock = Date.now();
+    harness.deps.cache = createMemoryCache({ now: () => clock });
+    harness.deps.now = () => clock;
+    await session({}, "a");
+    await session({}, "b");
+    primary.script(rateLimited);
+    backup.setFallback({ type: "text", text: "backup" });
+    expect((await (await send("first", "a")).json()).turn.fallback_activated).toBe(true);
+    expect(primary.requests).toHaveLength(1);
+
+    const other = await (await send("second", "b")).json();
+    expect(other.reply).toBe("backup");
+    expect(primary.requests).toHaveLength(1);
+    expect(other.turn.attempts).toEqual([
+      { provider: "openai", model: "gpt-primary", outcome: "error", reason: "rate_limit" },
+      { provider: "groq", model: "llama-backup", outcome: "ok" },
+    ]);
+
+    clock += 7_001;
+    primary.script({ type: "text", text: "primary again" });
+    expect((await (await send("third", "b")).json()).reply).toBe("primary again");
+    expect(primary.requests).toHaveLength(2);
   });
 });
