@@ -52,6 +52,11 @@ export interface TurnRequest {
   content: string | null;
   reasoning?: { effort: "low" | "medium" | "high" } | undefined;
   onEvent?: (event: TurnEvent) => void;
+  /**
+   * A caller-chosen turn id. The platform processor derives it from the inbox event, so an event claimed again
+   * after a crash can see that its turn already ran and never runs it twice.
+   */
+  turnId?: string;
   /** Streaming: text deltas are forwarded through onEvent. */
   stream?: boolean;
   /**
@@ -81,7 +86,7 @@ function isContextOverflow(error: unknown): boolean {
 }
 
 export async function runTurn(deps: TurnDependencies, request: TurnRequest): Promise<TurnOutcome> {
-  const turnId = randomId("turn");
+  const turnId = request.turnId ?? randomId("turn");
   const iso = () => new Date(deps.now()).toISOString();
   const startedAt = iso();
   const begun = await deps.store.beginTurn({

@@ -4,14 +4,15 @@
 // whose processor died.
 import { handleChatMessage, parseCommand } from "../agent/commands.ts";
 import { toStoredRuntime } from "../agent/runtime-secrets.ts";
-import { randomId } from "../crypto.ts";
+import { randomId, sha256Hex } from "../crypto.ts";
+import { runTurn } from "../agent/turn.ts";
 import type { AppDependencies } from "../deps.ts";
 import { AppError, NotFoundError, ProviderChainError, SessionBusyError } from "../errors.ts";
 import type { InboxEvent } from "../state/inbox.ts";
 import { createDiscordAdapter } from "./discord.ts";
 import { createSlackAdapter } from "./slack.ts";
 import { createTelegramAdapter } from "./telegram.ts";
-import { PlatformSendError, type InboundMessage, type OutboundDependencies, type PlatformAdapter, type PlatformName, type ReplyTarget } from "./types.ts";
+import { PlatformSendError, emptyReplyText, type InboundMessage, type OutboundDependencies, type PlatformAdapter, type PlatformName, type ReplyTarget } from "./types.ts";
 
 /** Platform chats belong to the default tenant (api.md "Conventions"). */
 export const platformTenant = "default";
@@ -123,6 +124,33 @@ function readPayload(event: InboxEvent): InboundMessage | null {
   }
 }
 
+/** The turn id of an event's first turn: derived from the event, so a second claim can find it. */
+export async function eventTurnId(event: Pick<InboxEvent, "platform" | "eventId">): Promise<string> {
+  return `turn_ev_${(await sha256Hex(`${event.platform}:${event.eventId}`)).slice(0, 32)}`;
+}
+
+/**
+ * Exactly once into a turn: the first claim runs the turn under the event's own turn id. A later claim (the
+ * process died after the turn started) looks that turn up first: a finished turn's reply is sent again
+ * without a second turn; a turn that died mid-way is continued on the journal as it stands (its user message
+ * is already there, its orphaned tool calls get repaired), never started over with the message appended twice.
+ */
+async function runEventTurn(deps: AppDependencies, event: InboxEvent, message: InboundMessage): Promise<string> {
+  const turnId = await eventTurnId(event);
+  const request = { tenant: platformTenant, sessionId: message.sessionId, content: message.text, turnId };
+  if (event.attempts > 1) {
+    const earlier = await deps.store.getTurnOutcome(turnId);
+    if (earlier?.status === "completed") return earlier.reply ?? emptyReplyText;
+    if (earlier?.status === "failed") return providerFailedText;
+    if (earlier) {
+      const continued = await runTurn(deps, { ...request, content: null, turnId: `${turnId}_${event.attempts}` });
+      return continued.reply || emptyReplyText;
+    }
+  }
+  const result = await handleChatMessage(deps, request);
+  return result.kind === "command" ? result.reply : result.outcome.reply || emptyReplyText;
+}
+
 /** Runs one claimed event. False stops the session's loop (the event was released for a later attempt). */
 async function processEvent(deps: AppDependencies, event: InboxEvent, owner: string): Promise<boolean> {
   const context = { platform: event.platform, event_id: event.eventId, session_id: event.sessionId, attempt: event.attempts };
@@ -145,8 +173,7 @@ async function processEvent(deps: AppDependencies, event: InboxEvent, owner: str
     if (!(await ensureSession(deps, message))) {
       reply = notConfiguredText;
     } else {
-      const result = await handleChatMessage(deps, { tenant: platformTenant, sessionId: message.sessionId, content: message.text });
-      reply = result.kind === "command" ? result.reply : result.outcome.reply;
+      reply = await runEventTurn(deps, event, message);
     }
   } catch (error) {
     stopTyping();

@@ -5,7 +5,7 @@ import type { ChatMessage, JournalMessage } from "../agent/messages.ts";
 import { migrations } from "./schema.ts";
 import { toJournalMessage, toSessionRecord, toTurnRecord } from "./rows.ts";
 import { beginTurnStatements, messageInsert } from "./turn-statements.ts";
-import type { BeginTurnInput, BeginTurnResult, FinishTurnInput, MessageQuery, NewSession, SessionPatch, SessionView, Store, TurnRecord } from "./store.ts";
+import type { BeginTurnInput, BeginTurnResult, FinishTurnInput, MessageQuery, NewSession, SessionPatch, SessionView, Store, TurnRecord, TurnStatus } from "./store.ts";
 
 const sessionColumns = "pk, tenant, id, runtime, system_prompt, metadata, version, conversation_prompt, reasoning, created_at, updated_at";
 const messageColumns = "seq, turn_id, role, kind, content, tool_calls, tool_call_id, name, is_error, effect, provider, model, archived, created_at";
@@ -216,6 +216,16 @@ export function createLibsqlStore(client: Client, options: { file: boolean }): S
       );
       await client.batch(statements, "write");
       return messages.map((message, offset) => journaled(message, firstSeq + offset, input.turnId, input.now));
+    },
+
+    async getTurnOutcome(turnId) {
+      const result = await client.execute({
+        sql: `SELECT t.status, (SELECT m.content FROM messages m WHERE m.session_pk = t.session_pk AND m.turn_id = t.id AND m.role = 'assistant'
+                ORDER BY m.seq DESC LIMIT 1) AS reply FROM turns t WHERE t.id = ?`,
+        args: [turnId],
+      });
+      const row = result.rows[0];
+      return row ? { status: String(row.status) as TurnStatus, reply: row.reply === null || row.reply === undefined ? null : String(row.reply) } : null;
     },
 
     async compactConversation(sessionPk, turnId, range, seq, summary, now) {

@@ -140,6 +140,8 @@ export interface Store {
   appendToolResult(sessionPk: number, turnId: string, seq: number, message: ChatMessage, now: string): Promise<JournalMessage | null>;
   /** One round trip: appends the final messages, records the turn's outcome and releases the lease. */
   finishTurn(input: FinishTurnInput, firstSeq: number, messages: ChatMessage[]): Promise<JournalMessage[]>;
+  /** A turn's status and its last assistant text (the reply), or null when no such turn exists. */
+  getTurnOutcome(turnId: string): Promise<{ status: TurnStatus; reply: string | null } | null>;
   /**
    * Compaction in one round trip: archives the active, non-summary rows with seq in [fromSeq, toSeq] and the
    * previous summary row, and appends the new summary at `seq`. Nothing is deleted.

@@ -2,7 +2,8 @@
 // Inbox processing through the app: per-session order, the queue cap, busy sessions, /stop, and recovery of
 // events whose processor died or that keep failing.
 import { afterEach, describe, expect, it } from "vitest";
-import { acceptInbound, gaveUpText, maxInboxAttempts, queueFullText, sweepInbox } from "../../src/platforms/processor.ts";
+import { acceptInbound, eventTurnId, gaveUpText, maxInboxAttempts, queueFullText, sweepInbox } from "../../src/platforms/processor.ts";
+import { runTurn } from "../../src/agent/turn.ts";
 import type { InboundMessage } from "../../src/platforms/types.ts";
 import { startPlatformHarness, type PlatformHarness } from "../support/fake-platforms.ts";
 
@@ -120,6 +121,43 @@ describe("platform inbox", () => {
     await deps.inbox.fail("telegram", "777", "dead-processor", "late", Date.now(), maxInboxAttempts);
     expect(await deps.inbox.get("telegram", "777")).toEqual({ status: "done", attempts: 2 });
     expect(await journal(h, "telegram:42")).toEqual(["user:recover me", "assistant:ok"]);
+  });
+
+  it("never runs a turn twice when its processor died after the turn finished: the reply is sent again", async () => {
+    h = await startPlatformHarness();
+    const { deps } = h.test;
+    const message: InboundMessage = { platform: "telegram", eventId: "901", sessionId: "telegram:42", text: "answer once", reply: { platform: "telegram", chatId: 42 } };
+    expect(await acceptInbound(deps, message)).not.toBeNull();
+    const claimed = await deps.inbox.claimNext("telegram:42", "dead-processor", Date.now(), 50, maxInboxAttempts);
+    expect((await h.test.call("POST", "/v1/sessions", { id: "telegram:42" })).status).toBe(201);
+    // The dead processor ran the turn under the event's turn id, then died before sending and completing.
+    await runTurn(deps, { tenant: "default", sessionId: "telegram:42", content: "answer once", turnId: await eventTurnId(claimed!) });
+    expect(completions(h)).toHaveLength(1);
+    await new Promise((resolve) => setTimeout(resolve, 80));
+    expect(await sweepInbox(deps)).toBe(1);
+    expect(completions(h)).toHaveLength(1);
+    expect(sentTexts(h)).toEqual(["ok"]);
+    expect(await journal(h, "telegram:42")).toEqual(["user:answer once", "assistant:ok"]);
+    expect(await deps.inbox.get("telegram", "901")).toEqual({ status: "done", attempts: 2 });
+  });
+
+  it("continues a turn that died mid-way instead of appending the message twice", async () => {
+    h = await startPlatformHarness();
+    const { deps } = h.test;
+    const message: InboundMessage = { platform: "telegram", eventId: "902", sessionId: "telegram:42", text: "half done", reply: { platform: "telegram", chatId: 42 } };
+    expect(await acceptInbound(deps, message)).not.toBeNull();
+    const claimed = await deps.inbox.claimNext("telegram:42", "dead-processor", Date.now(), 50, maxInboxAttempts);
+    expect((await h.test.call("POST", "/v1/sessions", { id: "telegram:42" })).status).toBe(201);
+    // The dead processor got as far as the turn's first write (lease, user message, turn record).
+    const begun = await deps.store.beginTurn({ tenant: "default", sessionId: "telegram:42", turnId: await eventTurnId(claimed!), userContent: "half done", now: new Date().toISOString(), nowMs: Date.now() - deps.config.leaseMs, leaseMs: 10, orphanText: "unknown" });
+    expect(begun.kind).toBe("started");
+    await new Promise((resolve) => setTimeout(resolve, 80));
+    expect(await sweepInbox(deps)).toBe(1);
+    expect(completions(h)).toHaveLength(1);
+    expect(sentTexts(h)).toEqual(["ok"]);
+    expect(await journal(h, "telegram:42")).toEqual(["user:half done", "assistant:ok"]);
+    const turns = (await (await h.test.call("GET", "/v1/sessions/telegram:42/turns")).json()).turns;
+    expect(turns.map((turn: { status: string }) => turn.status)).toEqual(["completed", "interrupted"]);
   });
 
   it("marks an event that keeps failing `failed` after 5 attempts, tells the chat once, and logs no payload", async () => {
