@@ -184,9 +184,14 @@ async function processEvent(deps: AppDependencies, event: InboxEvent, owner: str
     } else {
       // SessionBusyError: a turn started over the API holds the session; this event waits for a later claim
       // (the next webhook of the chat or the sweep). Anything else is retried the same way, up to the limit.
+      const busy = error instanceof SessionBusyError;
+      if (busy) {
+        await deps.inbox.release(event.platform, event.eventId, owner, deps.now());
+        deps.log({ level: "info", event: "inbox_session_busy", ...context });
+        return false;
+      }
       await deps.inbox.fail(event.platform, event.eventId, owner, errorLabel(error), deps.now(), maxInboxAttempts);
       const final = event.attempts >= maxInboxAttempts;
-      const busy = error instanceof SessionBusyError;
       deps.log({ level: final ? "error" : "warn", event: final ? "inbox_event_failed" : busy ? "inbox_session_busy" : "inbox_event_retry", ...context, error: errorLabel(error) });
       if (final) await sendSafely(deps, adapter, message.reply, gaveUpText, context);
       return false;

@@ -27,6 +27,11 @@ export interface InboxStore {
   complete(platform: string, eventId: string, owner: string, nowMs: number): Promise<void>;
   /** Releases a claimed event for another attempt, or marks it `failed` once `attempts >= maxAttempts`. */
   fail(platform: string, eventId: string, owner: string, error: string, nowMs: number, maxAttempts: number): Promise<void>;
+  /**
+   * Puts a claimed event back without spending an attempt: the session was busy with a turn started over the
+   * API, which says nothing about this event.
+   */
+  release(platform: string, eventId: string, owner: string, nowMs: number): Promise<void>;
   /** Sessions with claimable events (waiting, or processing under an expired lease), oldest first. */
   sessionsNeedingWork(nowMs: number, maxAttempts: number, limit: number): Promise<string[]>;
   /** Status and attempts of one event, for tests and /status. */
@@ -77,6 +82,14 @@ export function createInboxStore(client: Client): InboxStore {
         sql: `UPDATE inbox SET status = CASE WHEN attempts >= ? THEN 'failed' ELSE 'pending' END, lease_owner = NULL, lease_expires_at = 0, error = ?, updated_at = ?
               WHERE platform = ? AND event_id = ? AND lease_owner = ?`,
         args: [maxAttempts, error.slice(0, 500), nowMs, platform, eventId, owner],
+      });
+    },
+
+    async release(platform, eventId, owner, nowMs) {
+      await client.execute({
+        sql: `UPDATE inbox SET status = 'pending', attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = 0, updated_at = ?
+              WHERE platform = ? AND event_id = ? AND lease_owner = ?`,
+        args: [nowMs, platform, eventId, owner],
       });
     },
 

@@ -87,6 +87,9 @@ describe("platform inbox", () => {
     expect(await sweepInbox(h.test.deps)).toBe(1);
     expect(await journal(h, "telegram:42")).toEqual(["user:from api", "assistant:ok", "user:from chat", "assistant:ok"]);
     expect(sentTexts(h)).toEqual(["ok"]);
+    // Waiting for a busy session spent no attempt.
+    const [eventId] = (await h.test.database.client.execute("SELECT event_id FROM inbox")).rows.map((row) => String(row.event_id));
+    expect(await h.test.deps.inbox.get("telegram", eventId!)).toEqual({ status: "done", attempts: 1 });
   });
 
   it("answers /stop at once instead of queueing it behind the turn it stops", async () => {
