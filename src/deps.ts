@@ -3,6 +3,7 @@ import type { Store } from "./state/store.ts";
 import type { NotesStore } from "./state/notes.ts";
 import type { Tool } from "./agent/tools/types.ts";
 import type { InboxStore } from "./state/inbox.ts";
+import type { IdempotencyStore } from "./state/idempotency.ts";
 import type { EdgeCache } from "./kv/cache.ts";
 
 export type RuntimeName = "node" | "bun" | "deno" | "workerd";
@@ -20,6 +21,11 @@ export interface AppDependencies {
   notes: NotesStore;
   /** The durable platform inbox. */
   inbox: InboxStore;
+  /**
+   * Idempotency-Key results of turn-creating requests. Optional only until every entry wires it: without it a
+   * request that carries the header is refused with 503, never run twice.
+   */
+  idempotency?: IdempotencyStore;
   /** Short-lived edge cache (memory LRU on Node/Bun/Deno, Workers KV on Cloudflare). */
   cache: EdgeCache;
   fetch: typeof fetch;

@@ -5,9 +5,10 @@ import { createLibsqlStore } from "./libsql-store.ts";
 import { createNotesStore, type NotesStore } from "./notes.ts";
 import type { Store } from "./store.ts";
 import { createInboxStore, type InboxStore } from "./inbox.ts";
+import { createIdempotencyStore, type IdempotencyStore } from "./idempotency.ts";
 
-export async function openStore(client: Client, url: string): Promise<{ store: Store; notes: NotesStore; inbox: InboxStore }> {
+export async function openStore(client: Client, url: string): Promise<{ store: Store; notes: NotesStore; inbox: InboxStore; idempotency: IdempotencyStore }> {
   const store = createLibsqlStore(client, { file: url.startsWith("file:") });
   await store.migrate();
-  return { store, notes: createNotesStore(client), inbox: createInboxStore(client) };
+  return { store, notes: createNotesStore(client), inbox: createInboxStore(client), idempotency: createIdempotencyStore(client) };
 }

@@ -104,4 +104,25 @@ export const migrations: Migration[] = [
       END`,
     ],
   },
+  {
+    version: 2,
+    statements: [
+      // Idempotency-Key results (api.md "Turns"): one row per (tenant, key), replayed for 24 h. `owner` is the
+      // random token of the request holding the claim, so only that request can store or drop its result.
+      `CREATE TABLE idempotency (
+        tenant TEXT NOT NULL,
+        key TEXT NOT NULL,
+        request_hash TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'running',
+        owner TEXT NOT NULL,
+        response_status INTEGER,
+        response_headers TEXT,
+        response_body TEXT,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (tenant, key)
+      )`,
+      // Expired rows are purged a few at a time by later claims, oldest first.
+      `CREATE INDEX idempotency_created ON idempotency (created_at)`,
+    ],
+  },
 ];

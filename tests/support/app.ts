@@ -30,13 +30,14 @@ export async function buildTestApp(env: Env = {}, overrides: Partial<AppDependen
     HERMES_FETCH_ALLOW_PRIVATE: "1",
     ...env,
   });
-  const { store, notes, inbox } = await openStore(database.client, database.url);
+  const { store, notes, inbox, idempotency } = await openStore(database.client, database.url);
   const logs: LogEntry[] = [];
   const deps: AppDependencies = {
     config,
     store,
     notes,
     inbox,
+    idempotency,
     cache: noCache,
     fetch: globalThis.fetch.bind(globalThis),
     now: Date.now,
