@@ -21,11 +21,8 @@ export interface AppDependencies {
   notes: NotesStore;
   /** The durable platform inbox. */
   inbox: InboxStore;
-  /**
-   * Idempotency-Key results of turn-creating requests. Optional only until every entry wires it: without it a
-   * request that carries the header is refused with 503, never run twice.
-   */
-  idempotency?: IdempotencyStore;
+  /** Idempotency-Key results of turn-creating requests (durable, 24 h). */
+  idempotency: IdempotencyStore;
   /** Short-lived edge cache (memory LRU on Node/Bun/Deno, Workers KV on Cloudflare). */
   cache: EdgeCache;
   fetch: typeof fetch;

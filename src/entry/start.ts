@@ -5,11 +5,15 @@ import { createClient, type Client } from "@libsql/client";
 import { createApp } from "../app.ts";
 import { loadConfig, parseApiKeys, type Config, type Env } from "../config.ts";
 import { toBase64 } from "../crypto.ts";
-import type { LogEntry, RuntimeName } from "../deps.ts";
+import type { AppDependencies, LogEntry, RuntimeName } from "../deps.ts";
 import { ConfigError } from "../errors.ts";
-import { noCache } from "../kv/cache.ts";
+import { createMemoryCache } from "../kv/memory-cache.ts";
+import { sweepInbox } from "../platforms/processor.ts";
 import { openStore } from "../state/open-store.ts";
 import { packageVersion } from "../version.ts";
+
+/** Inbox events whose processor died are picked up within this long (after their lease expires). */
+const sweepIntervalMs = 30_000;
 
 /** What a server entry supplies from its runtime. */
 export interface ServerHost {
@@ -79,13 +83,15 @@ export async function startServer(host: ServerHost): Promise<StartedServer> {
   }
 
   const client: Client = createClient({ url: config.libsqlUrl, ...(config.libsqlAuthToken ? { authToken: config.libsqlAuthToken } : {}) });
-  const { store, notes, inbox } = await openStore(client, config.libsqlUrl);
-  const app = createApp({
+  const { store, notes, inbox, idempotency } = await openStore(client, config.libsqlUrl);
+  const deps: AppDependencies = {
     config,
     store,
     notes,
     inbox,
-    cache: noCache,
+    idempotency,
+    // Bounded by entries and bytes, so memory stays flat however many sessions pass through.
+    cache: createMemoryCache(),
     fetch: globalThis.fetch.bind(globalThis),
     now: Date.now,
     runtimeName: host.runtimeName,
@@ -93,8 +99,27 @@ export async function startServer(host: ServerHost): Promise<StartedServer> {
     resolveHost: (hostname) => host.resolveHost(hostname),
     log,
     waitUntil: (work) => void work.catch(() => undefined),
-  });
-  return { app, config, log, close: () => client.close() };
+  };
+  const app = createApp(deps);
+  // The recovery sweep picks up inbox events whose processing died (Workers use the cron trigger instead).
+  let sweeping = false;
+  const sweepTimer = setInterval(() => {
+    if (sweeping) return;
+    sweeping = true;
+    void sweepInbox(deps).finally(() => {
+      sweeping = false;
+    });
+  }, sweepIntervalMs);
+  (sweepTimer as { unref?: () => void }).unref?.();
+  return {
+    app,
+    config,
+    log,
+    close: () => {
+      clearInterval(sweepTimer);
+      client.close();
+    },
+  };
 }
 
 /** The log line every server entry writes once it accepts connections. */

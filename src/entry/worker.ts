@@ -26,7 +26,7 @@ export interface WorkerBindings {
   [name: string]: unknown;
 }
 
-type IsolateState = Pick<AppDependencies, "config" | "store" | "notes" | "inbox" | "cache">;
+type IsolateState = Pick<AppDependencies, "config" | "store" | "notes" | "inbox" | "idempotency" | "cache">;
 
 function log(entry: LogEntry): void {
   console.log(JSON.stringify(entry));

@@ -6,7 +6,7 @@ import { handleChatMessage, type ChatOutcome } from "../agent/commands.ts";
 import type { TurnEvent } from "../agent/turn.ts";
 import { sha256Hex } from "../crypto.ts";
 import type { AppDependencies } from "../deps.ts";
-import { AppError, NotConfiguredError, ValidationError } from "../errors.ts";
+import { AppError, ValidationError } from "../errors.ts";
 import type { StoredResponse } from "../state/idempotency.ts";
 import type { AppEnv } from "./auth.ts";
 import { errorResponse, readJsonBody, sessionIdParam } from "./http.ts";
@@ -46,7 +46,6 @@ export async function beginIdempotency(deps: AppDependencies, c: Context<AppEnv>
     throw new ValidationError("Invalid Idempotency-Key header.", { fields: [{ field: "Idempotency-Key", message: "must be 1 to 255 printable ASCII characters" }] });
   }
   const idempotency = deps.idempotency;
-  if (!idempotency) throw new NotConfiguredError("Idempotency keys are not available on this deployment.");
   const tenant = c.get("tenant");
   const requestHash = await sha256Hex(JSON.stringify([c.req.method, c.req.path, scope, await c.req.text()]));
   const claim = await idempotency.claim({ tenant, key, requestHash, nowMs: deps.now(), ttlMs: idempotencyTtlMs, staleRunningMs: deps.config.leaseMs });
