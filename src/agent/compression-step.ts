@@ -3,7 +3,7 @@
 import type { EdgeCache } from "../kv/cache.ts";
 import type { Store } from "../state/store.ts";
 import { compressorState, estimateMessageTokens, estimateTokens, planCompaction, summarizerRequest, summaryPrefix, type ConversationEntry } from "./compression.ts";
-import { toChainEntry, type ChainEntry } from "./provider-chain.ts";
+import { providerSettings, toChainEntry, type ChainEntry } from "./provider-chain.ts";
 import { sessionScope } from "../kv/keys.ts";
 import type { Provider, ProviderSettings, ToolSpec } from "./providers/types.ts";
 import type { StoredRuntime } from "./runtime.ts";
@@ -100,17 +100,9 @@ export class CompressionStep {
       const entry = compressionEntry(this.context.runtime);
       const apiKey = await this.deps.resolveApiKey(entry);
       if (apiKey === undefined) throw new Error("no credential for the compression model");
-      const provider = this.deps.createProvider({
-        provider: entry.provider,
-        model: entry.model,
-        baseUrl: entry.baseUrl,
-        apiMode: entry.apiMode,
-        apiKey,
-        timeoutMs: this.context.runtime.timeout_ms ?? 120_000,
-        maxTokens: Math.min(4096, this.state.maxTokens),
-        promptCaching: false,
-        fetch: this.deps.fetch,
-      });
+      const provider = this.deps.createProvider(
+        providerSettings(entry, this.context.runtime, apiKey, this.deps.fetch, { maxTokens: Math.min(4096, this.state.maxTokens), promptCaching: false }),
+      );
       const request = summarizerRequest(plan);
       const result = await provider.generate({ system: request.system, messages: request.messages, tools: [] });
       if (!result.content?.trim()) throw new Error("the compression model returned no text");

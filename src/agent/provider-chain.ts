@@ -59,6 +59,22 @@ export function chainEntries(runtime: StoredRuntime): ChainEntry[] {
   return entries;
 }
 
+/** Client settings for an entry: endpoint and model from the entry, limits and caching from the primary snapshot. */
+export function providerSettings(entry: ChainEntry, runtime: StoredRuntime, apiKey: string, fetchImpl: typeof fetch, overrides: Partial<ProviderSettings> = {}): ProviderSettings {
+  return {
+    provider: entry.provider,
+    model: entry.model,
+    baseUrl: entry.baseUrl,
+    apiMode: entry.apiMode,
+    apiKey,
+    timeoutMs: runtime.timeout_ms ?? 120_000,
+    maxTokens: runtime.max_tokens ?? 4096,
+    promptCaching: runtime.prompt_caching ?? true,
+    fetch: fetchImpl,
+    ...overrides,
+  };
+}
+
 /** Jittered exponential backoff (base 2 s, cap 60 s); a Retry-After within the cap wins. */
 export function backoffMs(retry: number, retryAfterMs: number | undefined, random: () => number): number {
   if (retryAfterMs !== undefined && retryAfterMs >= 0) return Math.min(retryAfterMs, backoffCapMs);
@@ -100,17 +116,7 @@ export class ProviderChain {
     const entry = this.current;
     const apiKey = await this.deps.resolveApiKey(entry);
     if (apiKey === undefined) throw new MissingCredentialError(entry.apiKeyEnv);
-    const provider = this.deps.createProvider({
-      provider: entry.provider,
-      model: entry.model,
-      baseUrl: entry.baseUrl,
-      apiMode: entry.apiMode,
-      apiKey,
-      timeoutMs: this.runtime.timeout_ms ?? 120_000,
-      maxTokens: this.runtime.max_tokens ?? 4096,
-      promptCaching: this.runtime.prompt_caching ?? true,
-      fetch: this.deps.fetch,
-    });
+    const provider = this.deps.createProvider(providerSettings(entry, this.runtime, apiKey, this.deps.fetch));
     this.clients.set(this.index, provider);
     return provider;
   }
