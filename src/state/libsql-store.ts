@@ -38,6 +38,10 @@ export function createLibsqlStore(client: Client, options: { file: boolean }): S
       if (options.file) {
         // WAL lets readers proceed while a turn writes; busy_timeout makes a second process wait, not fail.
         await client.execute("PRAGMA journal_mode = WAL");
+        // In WAL mode NORMAL fsyncs at checkpoints, not at every commit: a committed write survives a crash or
+        // kill of the process (it is in the WAL file the OS holds), and only an OS crash or power loss can drop
+        // the last commits. That takes a commit from 0.34 ms to 0.03 ms on this disk, seven times per 2-tool turn.
+        await client.execute("PRAGMA synchronous = NORMAL");
         await client.execute("PRAGMA busy_timeout = 5000");
       }
       await client.execute("PRAGMA foreign_keys = ON");

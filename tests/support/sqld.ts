@@ -36,6 +36,10 @@ export async function startSqld(): Promise<SqldServer> {
     stdio: ["ignore", "ignore", "pipe"],
     cwd: directory,
   });
+  // A test worker that dies must not leave a server behind.
+  const killOnExit = () => child.kill("SIGKILL");
+  process.once("exit", killOnExit);
+  child.once("exit", () => process.removeListener("exit", killOnExit));
   let stderr = "";
   child.stderr?.on("data", (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
   const url = `http://127.0.0.1:${port}`;

@@ -120,10 +120,21 @@ export async function executeTool(
   }
 }
 
-/** The message only: stacks reveal internals and cost context without helping the model. */
+/**
+ * The message only: stacks reveal internals and cost context without helping the model. Errors of the store
+ * (libSQL driver or server) are replaced by a fixed sentence: their messages can quote SQL, and they reach the
+ * model, the journal and API responses.
+ */
 function describeError(error: unknown): string {
+  if (isStoreError(error)) return "the session store is busy or unavailable; try again later";
   const message = error instanceof Error ? error.message : typeof error === "string" ? error : safeStringify(error);
   return truncate(message === "" ? "the tool failed without a message" : message, MAX_ERROR_MESSAGE_CHARS);
+}
+
+function isStoreError(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  return /^Libsql|^Hrana/.test(error.name) || (typeof code === "string" && /^(SQLITE_|HRANA_|SERVER_ERROR|ARGS_INVALID)/.test(code));
 }
 
 function safeStringify(value: unknown): string {

@@ -177,3 +177,25 @@ describe("executeTool", () => {
     expect(await executeTool(fine, { a: 1 }, context(), 1_000)).toEqual({ content: 'got {"a":1}' });
   });
 });
+
+describe("store errors inside a tool", () => {
+  it("never quote the driver's message (it can carry SQL) in the result", async () => {
+    const failing: Tool = {
+      name: "store_user",
+      toolset: "test",
+      description: "fails like the database",
+      parameters: { type: "object", properties: {} },
+      parallelSafe: true,
+      async execute() {
+        const error = new Error("SQLITE_BUSY: database is locked: INSERT INTO session_notes (session_pk, kind) VALUES (?, ?)");
+        error.name = "LibsqlError";
+        (error as Error & { code: string }).code = "SQLITE_BUSY";
+        throw error;
+      },
+    };
+    const output = await executeTool(failing, {}, { sessionPk: 1, notes: {} as never, fetch, allowPrivateFetch: false, signal: new AbortController().signal }, 1000);
+    expect(output.isError).toBe(true);
+    expect(output.content).toBe("Error: the session store is busy or unavailable; try again later");
+    expect(output.content).not.toContain("INSERT");
+  });
+});
