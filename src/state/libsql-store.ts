@@ -1,6 +1,6 @@
 // The Store over libSQL: an embedded file (WAL), :memory:, or a libSQL server (sqld, Turso) over HTTP.
 // Every method is one round trip (one `execute` or one `batch`), which the tests count.
-import type { Client, InStatement } from "@libsql/client";
+import type { Client, InStatement, Row } from "@libsql/client";
 import type { ChatMessage, JournalMessage } from "../agent/messages.ts";
 import { migrations } from "./schema.ts";
 import { toJournalMessage, toSessionRecord, toTurnRecord } from "./rows.ts";
@@ -170,7 +170,7 @@ export function createLibsqlStore(client: Client, options: { file: boolean }): S
       if (sessionRow.lease_owner !== input.turnId) {
         return { kind: "busy", retryAfterMs: Math.max(1000, Number(sessionRow.lease_expires_at) - input.nowMs) };
       }
-      const history = (results[index.history]?.rows ?? []).map(toJournalMessage);
+      const history = parseHistory(results[index.history]?.rows[0]?.history);
       const appendedCount = (results[index.repair]?.rowsAffected ?? 0) + (results[index.user]?.rowsAffected ?? 0);
       return {
         kind: "started",
@@ -274,6 +274,19 @@ export function createLibsqlStore(client: Client, options: { file: boolean }): S
     },
   };
   return store;
+}
+
+const messageColumnNames = messageColumns.split(", ");
+
+/**
+ * Reads the JSON array of column arrays that the turn's load statement builds. The aggregate keeps its ordered
+ * subquery's order in practice; the sort makes it a guarantee (linear on input that is already sorted). The
+ * aggregate's own ORDER BY would do it in SQL, but libSQL servers' SQL parser refuses that syntax.
+ */
+function parseHistory(json: unknown): JournalMessage[] {
+  if (typeof json !== "string") return [];
+  const rows = (JSON.parse(json) as unknown[][]).sort((left, right) => Number(left[0]) - Number(right[0]));
+  return rows.map((values) => toJournalMessage(Object.fromEntries(messageColumnNames.map((name, index) => [name, values[index]])) as unknown as Row));
 }
 
 function journaled(message: ChatMessage, seq: number, turnId: string, now: string): JournalMessage {
