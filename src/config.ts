@@ -108,6 +108,15 @@ function parseRuntimeVariable(raw: string | undefined): RuntimeInput | null {
   return result.output;
 }
 
+/**
+ * A runtime names its credential with `api_key_env`, and any API key holder can write a runtime, so only
+ * provider key variables can be read that way: `<NAME>_API_KEY`, never `HERMES_*`. Otherwise a client could have
+ * the server send HERMES_SECRET_KEY, the API keys or a platform token as a bearer token to a base URL it chose.
+ */
+export function isProviderKeyVariable(name: string): boolean {
+  return /^[A-Z][A-Z0-9_]*_API_KEY$/.test(name) && !name.startsWith("HERMES_");
+}
+
 export function loadConfig(env: Env): Config {
   const libsqlUrl = env.LIBSQL_URL || "file:data/hermes-edge.db";
   if (!/^(file:|:memory:$|https?:\/\/|libsql:\/\/|wss?:\/\/)/.test(libsqlUrl)) {
@@ -143,6 +152,6 @@ export function loadConfig(env: Env): Config {
       botToken: env.DISCORD_BOT_TOKEN || undefined,
       apiBase: urlVariable(env, "DISCORD_API_BASE", "https://discord.com/api/v10"),
     },
-    readEnv: (variable) => env[variable] || undefined,
+    readEnv: (variable) => (isProviderKeyVariable(variable) ? env[variable] || undefined : undefined),
   };
 }

@@ -109,7 +109,25 @@ export function publicRuntime(runtime: StoredRuntime): Record<string, unknown> {
 }
 
 /** Checks that cross fields: `custom` needs a base URL. Returns the offending field or null. */
-export function runtimeProblem(runtime: { provider: string; base_url?: string | undefined; fallback?: readonly { provider: string; base_url?: string | undefined }[] | undefined }): { field: string; message: string } | null {
+const providerKeyVariable = /^[A-Z][A-Z0-9_]*_API_KEY$/;
+
+function keyVariableProblem(field: string, name: string | undefined): { field: string; message: string } | null {
+  if (name === undefined || (providerKeyVariable.test(name) && !name.startsWith("HERMES_"))) return null;
+  return { field, message: "must name a provider key variable (<NAME>_API_KEY, not HERMES_*)" };
+}
+
+export function runtimeProblem(runtime: {
+  provider: string;
+  base_url?: string | undefined;
+  api_key_env?: string | undefined;
+  compression?: { api_key_env?: string | undefined } | undefined;
+  fallback?: readonly { provider: string; base_url?: string | undefined; api_key_env?: string | undefined }[] | undefined;
+}): { field: string; message: string } | null {
+  const keyProblem =
+    keyVariableProblem("runtime.api_key_env", runtime.api_key_env) ??
+    keyVariableProblem("runtime.compression.api_key_env", runtime.compression?.api_key_env) ??
+    (runtime.fallback ?? []).reduce<{ field: string; message: string } | null>((found, entry, index) => found ?? keyVariableProblem(`runtime.fallback.${index}.api_key_env`, entry.api_key_env), null);
+  if (keyProblem) return keyProblem;
   if (!providerDefaults[runtime.provider] && !runtime.base_url) return { field: "runtime.base_url", message: `provider "${runtime.provider}" is not known; give base_url` };
   if (runtime.provider === "custom" && !runtime.base_url) return { field: "runtime.base_url", message: "provider custom needs base_url" };
   for (const [index, entry] of (runtime.fallback ?? []).entries()) {

@@ -80,6 +80,26 @@ function toEntry(message: JournalMessage): ConversationEntry {
   return entry;
 }
 
+/**
+ * Tool call ids pair a call with its result, and the journal keeps one result per id in the active
+ * conversation. Providers usually issue unique ids, but some number them (call_0, call_1) in every response
+ * or repeat one within a batch; such an id gets a suffix before the call is journaled, so no result is lost.
+ */
+export function uniqueToolCallIds(calls: readonly ToolCall[], conversation: readonly ChatMessage[]): ToolCall[] {
+  if (calls.length === 0) return [];
+  const taken = new Set<string>();
+  for (const message of conversation) {
+    for (const call of message.toolCalls ?? []) taken.add(call.id);
+    if (message.toolCallId) taken.add(message.toolCallId);
+  }
+  return calls.map((call) => {
+    let id = call.id;
+    for (let suffix = 2; taken.has(id); suffix++) id = `${call.id}_${suffix}`;
+    taken.add(id);
+    return id === call.id ? call : { ...call, id };
+  });
+}
+
 function isContextOverflow(error: unknown): boolean {
   const reason = error instanceof ProviderChainError ? error.attempts[error.attempts.length - 1]?.reason : undefined;
   return reason === "context_overflow" || reason === "payload_too_large";
@@ -214,6 +234,7 @@ export async function runTurn(deps: TurnDependencies, request: TurnRequest): Pro
     const maxIterations = runtime.max_iterations ?? defaultMaxIterations;
     for (let iteration = 0; iteration < maxIterations; iteration++) {
       const result = await step();
+      const toolCalls = uniqueToolCallIds(result.toolCalls, conversation);
       compression.recordCall(result.usage.inputTokens, conversation.length);
       usage.inputTokens += result.usage.inputTokens;
       usage.outputTokens += result.usage.outputTokens;
@@ -222,9 +243,9 @@ export async function runTurn(deps: TurnDependencies, request: TurnRequest): Pro
         content: result.content,
         provider: chain.current.provider,
         model: chain.current.model,
-        ...(result.toolCalls.length > 0 ? { toolCalls: result.toolCalls } : {}),
+        ...(toolCalls.length > 0 ? { toolCalls } : {}),
       };
-      if (result.toolCalls.length === 0) {
+      if (toolCalls.length === 0) {
         const turn = await finish("completed", [assistant], null);
         return { turn, reply: result.content ?? "", messages: appended };
       }
@@ -236,12 +257,12 @@ export async function runTurn(deps: TurnDependencies, request: TurnRequest): Pro
       conversation.push({ ...assistant, seq: written[0]!.seq });
       if (stopRequested) {
         // /stop: the calls are answered without running them, so the journal stays well formed.
-        const notRun: ChatMessage[] = result.toolCalls.map((toolCall) => ({ role: "tool", content: stoppedToolText, toolCallId: toolCall.id, name: toolCall.name, isError: true }));
+        const notRun: ChatMessage[] = toolCalls.map((toolCall) => ({ role: "tool", content: stoppedToolText, toolCallId: toolCall.id, name: toolCall.name, isError: true }));
         const turn = await finish("interrupted", [...notRun, { role: "assistant", content: stoppedReplyText }], null);
         return { turn, reply: stoppedReplyText, messages: appended };
       }
 
-      await runToolBatch(result.toolCalls, tools, toolContext, deps.config.toolTimeoutMs, {
+      await runToolBatch(toolCalls, tools, toolContext, deps.config.toolTimeoutMs, {
         onStart: (call) => emit({ type: "tool-call-start", call }),
         journal: async (toolResult) => {
           const seq = nextSeq;

@@ -92,7 +92,7 @@ type SchemaName = keyof typeof definitions;
 
 function componentSchemas(): Record<string, unknown> {
   // `check` actions (e.g. metadata's serialized-size limit) have no JSON Schema form; the server still enforces them.
-  return toJsonSchemaDefs(definitions, { target: "draft-2020-12", typeMode: "input", ignoreActions: ["check"], overrideRef: ({ referenceId }) => `#/components/schemas/${referenceId}` });
+  return toJsonSchemaDefs(definitions, { target: "draft-2020-12", typeMode: "input", ignoreActions: ["check"], overrideSchema: ({ valibotSchema }) => (valibotSchema.type === "custom" ? { type: "object" } : undefined), overrideRef: ({ referenceId }) => `#/components/schemas/${referenceId}` });
 }
 
 const statusText: Record<number, string> = {

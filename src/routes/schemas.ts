@@ -4,8 +4,9 @@ import { RuntimeInputSchema } from "../agent/runtime.ts";
 
 const sessionId = v.pipe(v.string(), v.regex(/^[A-Za-z0-9:._-]{1,128}$/, "must match ^[A-Za-z0-9:._-]{1,128}$"));
 const systemPrompt = v.pipe(v.string(), v.maxLength(100_000));
+// valibot's record() accepts an array and turns it into an object with numeric keys; metadata is a JSON object.
 const metadata = v.pipe(
-  v.record(v.string(), v.unknown()),
+  v.custom<Record<string, unknown>>((value) => typeof value === "object" && value !== null && !Array.isArray(value), "must be a JSON object"),
   v.check((value) => JSON.stringify(value).length <= 16_384, "must serialize to at most 16384 bytes"),
 );
 

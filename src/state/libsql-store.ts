@@ -5,7 +5,7 @@ import type { ChatMessage, JournalMessage } from "../agent/messages.ts";
 import { migrations } from "./schema.ts";
 import { toJournalMessage, toSessionRecord, toTurnRecord } from "./rows.ts";
 import { beginTurnStatements, messageInsert } from "./turn-statements.ts";
-import type { BeginTurnInput, BeginTurnResult, FinishTurnInput, MessageQuery, NewSession, SessionPatch, SessionView, Store, TurnRecord, TurnStatus } from "./store.ts";
+import type { BeginTurnInput, BeginTurnResult, FinishTurnInput, MessageQuery, NewSession, SessionPatch, SessionRecord, SessionView, Store, TurnRecord, TurnStatus } from "./store.ts";
 
 const sessionColumns = "pk, tenant, id, runtime, system_prompt, metadata, version, conversation_prompt, reasoning, created_at, updated_at";
 const messageColumns = "seq, turn_id, role, kind, content, tool_calls, tool_call_id, name, is_error, effect, provider, model, archived, created_at";
@@ -170,11 +170,27 @@ export function createLibsqlStore(client: Client, options: { file: boolean }): S
       if (sessionRow.lease_owner !== input.turnId) {
         return { kind: "busy", retryAfterMs: Math.max(1000, Number(sessionRow.lease_expires_at) - input.nowMs) };
       }
-      const history = parseHistory(results[index.history]?.rows[0]?.history);
+      let session: SessionRecord;
+      let history: JournalMessage[];
+      try {
+        session = toSessionRecord(sessionRow);
+        history = parseHistory(results[index.history]?.rows[0]?.history);
+      } catch (error) {
+        // The batch has committed: a row that fails validation must not leave the turn running and the session
+        // leased until HERMES_LEASE_MS runs out. The user message stays journaled.
+        await client.batch(
+          [
+            { sql: "UPDATE turns SET status = 'failed', error = 'corrupt_row', ended_at = ? WHERE id = ?", args: [input.now, input.turnId] },
+            { sql: "UPDATE sessions SET lease_owner = NULL, lease_expires_at = 0 WHERE tenant = ? AND id = ? AND lease_owner = ?", args: [input.tenant, input.sessionId, input.turnId] },
+          ],
+          "write",
+        );
+        throw error;
+      }
       const appendedCount = (results[index.repair]?.rowsAffected ?? 0) + (results[index.user]?.rowsAffected ?? 0);
       return {
         kind: "started",
-        session: toSessionRecord(sessionRow),
+        session,
         history,
         appended: appendedCount > 0 ? history.slice(-appendedCount) : [],
         memory: (results[index.memory]?.rows ?? []).map((row) => String(row.content)),
@@ -200,7 +216,7 @@ export function createLibsqlStore(client: Client, options: { file: boolean }): S
       const statement = messageInsert(sessionPk, turnId, seq, message, now);
       // The conflict target is the partial unique index on (session_pk, tool_call_id): a retried write is a
       // no-op, while a clash on seq (another writer) still fails loudly.
-      const result = await client.execute({ sql: `${statement.sql} ON CONFLICT (session_pk, tool_call_id) WHERE role = 'tool' DO NOTHING`, args: statement.args });
+      const result = await client.execute({ sql: `${statement.sql} ON CONFLICT (session_pk, tool_call_id) WHERE role = 'tool' AND archived = 0 DO NOTHING`, args: statement.args });
       return result.rowsAffected > 0 ? journaled(message, seq, turnId, now) : null;
     },
 

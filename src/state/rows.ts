@@ -17,7 +17,12 @@ const AttemptsSchema = v.array(
     status: v.optional(v.number()),
   }),
 );
-const MetadataSchema = v.record(v.string(), v.unknown());
+const MetadataSchema = v.pipe(
+  v.record(v.string(), v.unknown()),
+  v.rawCheck(({ dataset, addIssue }) => {
+    if (dataset.typed && Array.isArray(dataset.value)) addIssue({ message: "must be a JSON object" });
+  }),
+);
 
 export class CorruptRowError extends Error {
   constructor(what: string) {

@@ -125,4 +125,15 @@ export const migrations: Migration[] = [
       `CREATE INDEX idempotency_created ON idempotency (created_at)`,
     ],
   },
+  {
+    version: 3,
+    statements: [
+      // A tool result is unique per tool call id among the active rows only: providers may reuse ids across
+      // conversations (some number them call_0, call_1 in every response), and a result for a reused id must
+      // not be dropped because an archived conversation used the same id. Within the active conversation the
+      // engine renames a colliding id before the call is journaled.
+      `DROP INDEX messages_tool_result`,
+      `CREATE UNIQUE INDEX messages_tool_result ON messages (session_pk, tool_call_id) WHERE role = 'tool' AND archived = 0`,
+    ],
+  },
 ];

@@ -61,7 +61,7 @@ export function beginTurnStatements(
             WHERE a.session_pk = ${owned}
               AND a.seq = (SELECT seq FROM messages WHERE session_pk = a.session_pk AND role = 'assistant' AND archived = 0 ORDER BY seq DESC LIMIT 1)
               AND a.tool_calls IS NOT NULL
-              AND NOT EXISTS (SELECT 1 FROM messages t WHERE t.session_pk = a.session_pk AND t.role = 'tool' AND t.tool_call_id = json_extract(j.value, '$.id'))`, args),
+              AND NOT EXISTS (SELECT 1 FROM messages t WHERE t.session_pk = a.session_pk AND t.role = 'tool' AND t.archived = 0 AND t.tool_call_id = json_extract(j.value, '$.id'))`, args),
   ];
   const repair = 2;
   let user = -1;

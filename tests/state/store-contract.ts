@@ -196,5 +196,15 @@ export function describeStoreContract(name: string, open: () => Promise<StoreHar
       await harness.client.execute("UPDATE sessions SET runtime = '{\"provider\": 5}' WHERE id = 's1'");
       await expect(store.getSession("default", "s1")).rejects.toThrow(/runtime failed validation/);
     });
+
+    it("does not leave a turn running or the session leased when its stored row is corrupt", async () => {
+      await newSession();
+      await harness.client.execute("UPDATE sessions SET runtime = '{\"provider\": 5}' WHERE id = 's1'");
+      await expect(store.beginTurn(beginInput("s1", "t1", "hello"))).rejects.toThrow(/runtime failed validation/);
+      const turn = await harness.client.execute("SELECT status FROM turns WHERE id = 't1'");
+      expect(turn.rows.map((row) => row.status)).toEqual(["failed"]);
+      const lease = await harness.client.execute("SELECT lease_owner FROM sessions WHERE id = 's1'");
+      expect(lease.rows[0]?.lease_owner).toBeNull();
+    });
   });
 }
