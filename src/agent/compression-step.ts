@@ -2,6 +2,7 @@
 // overflow), calls the compression model, and journals the result in one round trip.
 import type { EdgeCache } from "../kv/cache.ts";
 import type { Store } from "../state/store.ts";
+import type { JournalMessage } from "./messages.ts";
 import { compressorState, estimateMessageTokens, estimateTokens, planCompaction, summarizerRequest, summaryPrefix, type ConversationEntry } from "./compression.ts";
 import { providerSettings, toChainEntry, type ChainEntry } from "./provider-chain.ts";
 import { sessionScope } from "../kv/keys.ts";
@@ -18,7 +19,8 @@ export interface CompressionStepDependencies {
   resolveApiKey: (entry: ChainEntry) => Promise<string | undefined>;
   fetch: typeof fetch;
   now: () => number;
-  onCompacted?: (archived: number) => void;
+  /** The summary row, once journaled (a turn lists it among the messages it appended). */
+  onCompacted?: (summary: JournalMessage, archived: number) => void;
   onFailed?: (reason: string) => void;
 }
 
@@ -127,7 +129,7 @@ export class CompressionStep {
     );
     entries.splice(0, entries.length, ...plan.head, { ...summary, seq: row.seq }, ...plan.tail);
     this.lastCall = null;
-    this.deps.onCompacted?.(seqs.length);
+    this.deps.onCompacted?.(row, seqs.length);
     return true;
   }
 }

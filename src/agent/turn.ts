@@ -163,6 +163,7 @@ export async function runTurn(deps: TurnDependencies, request: TurnRequest): Pro
       resolveApiKey,
       fetch: deps.fetch,
       now: deps.now,
+      onCompacted: (summary) => appended.push(summary),
     },
     { tenant: request.tenant, sessionId: request.sessionId, sessionPk: session.pk, turnId, runtime, system, tools: specs, allocateSeq: () => nextSeq++ },
   );

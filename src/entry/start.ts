@@ -12,6 +12,9 @@ import { sweepInbox } from "../platforms/processor.ts";
 import { openStore } from "../state/open-store.ts";
 import { packageVersion } from "../version.ts";
 
+/** In-flight requests to a libSQL server per process (ignored for files). */
+const serverConcurrency = 4;
+
 /** Inbox events whose processor died are picked up within this long (after their lease expires). */
 const sweepIntervalMs = 30_000;
 
@@ -82,7 +85,13 @@ export async function startServer(host: ServerHost): Promise<StartedServer> {
     throw error;
   }
 
-  const client: Client = createClient({ url: config.libsqlUrl, ...(config.libsqlAuthToken ? { authToken: config.libsqlAuthToken } : {}) });
+  const client: Client = createClient({
+    url: config.libsqlUrl,
+    ...(config.libsqlAuthToken ? { authToken: config.libsqlAuthToken } : {}),
+    // A libSQL server answers overlapping write transactions with SQLITE_BUSY, and sqld 0.24 was seen to stop
+    // taking writes after a few dozen overlapped; a few requests in flight per process keep it steady.
+    concurrency: serverConcurrency,
+  });
   const { store, notes, inbox, idempotency } = await openStore(client, config.libsqlUrl);
   const deps: AppDependencies = {
     config,

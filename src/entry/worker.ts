@@ -62,7 +62,8 @@ async function prepare(bindings: WorkerBindings): Promise<IsolateState> {
   if (!env.LIBSQL_URL || !/^(https?|libsql):\/\//.test(env.LIBSQL_URL)) {
     throw new ConfigError("LIBSQL_URL must be the http(s):// or libsql:// URL of a libSQL server (Turso, sqld) on Workers");
   }
-  const client = createClient({ url: config.libsqlUrl, ...(config.libsqlAuthToken ? { authToken: config.libsqlAuthToken } : {}) });
+  // Few requests in flight per isolate: a libSQL server answers overlapping write transactions with SQLITE_BUSY.
+  const client = createClient({ url: config.libsqlUrl, ...(config.libsqlAuthToken ? { authToken: config.libsqlAuthToken } : {}), concurrency: 4 });
   let opened: Awaited<ReturnType<typeof openStore>>;
   try {
     opened = await openStore(client, config.libsqlUrl);

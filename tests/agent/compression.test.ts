@@ -102,12 +102,18 @@ describe("compression in a turn", () => {
 
   it("summarizes the middle durably once the prompt passes the threshold; archived rows stay readable and searchable", async () => {
     await send("first question: remember the word PINEAPPLE");
-    for (let index = 0; index < 6; index++) await send(`message ${index} ${"m".repeat(800)}`);
+    let compactingTurn: { messages: { summary?: boolean }[] } | undefined;
+    for (let index = 0; index < 6; index++) {
+      const body = await send(`message ${index} ${"m".repeat(800)}`);
+      if (!compactingTurn && body.messages.some((message: { summary?: boolean }) => message.summary)) compactingTurn = body;
+    }
     expect(summaries.length).toBeGreaterThanOrEqual(1);
     expect(summaries[0]!.body.model).toBe("small-model");
     const active = await journal();
     const summaryRows = active.filter((message) => message.summary);
     expect(summaryRows).toHaveLength(1);
+    // The turn that compacted lists the summary row among the messages it appended.
+    expect(compactingTurn?.messages.some((message: { summary?: boolean }) => message.summary)).toBe(true);
     // The head survives verbatim and comes first.
     expect(active[0]).toMatchObject({ role: "user", content: "first question: remember the word PINEAPPLE" });
     const all = await journal(true);
