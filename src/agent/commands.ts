@@ -43,6 +43,7 @@ function statusText(session: SessionView): string {
     lines.push(
       `Last turn: ${turn.status}${turn.provider ? ` on ${turn.provider}:${turn.model}` : ""}`,
       `Fallback used: ${turn.fallbackActivated ? "yes" : "no"}`,
+      `Attempts: ${turn.attempts.map((attempt) => `${attempt.provider}:${attempt.model} ${attempt.outcome === "ok" ? "ok" : `${attempt.reason ?? "error"}${attempt.status ? ` ${attempt.status}` : ""}`}`).join(" -> ") || "none"}`,
       `Usage: ${turn.usage.inputTokens} input / ${turn.usage.outputTokens} output tokens`,
     );
   } else {

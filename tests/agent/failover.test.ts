@@ -62,6 +62,10 @@ describe("provider failover", () => {
     ]);
     expect(sleeps).toEqual([]);
     expect(body.messages[1]).toMatchObject({ role: "assistant", provider: "groq", model: "llama-backup" });
+    const status = await (await send("/status")).json();
+    expect(status.reply).toContain("Last turn: completed on groq:llama-backup");
+    expect(status.reply).toContain("Fallback used: yes");
+    expect(status.reply).toContain("Attempts: openai:gpt-primary rate_limit 429 -> groq:llama-backup ok");
 
     primary.script({ type: "text", text: "primary is back" });
     const next = await (await send("again")).json();
@@ -228,5 +232,29 @@ describe("provider failover", () => {
     primary.script({ type: "text", text: "primary again" });
     expect((await (await send("third", "b")).json()).reply).toBe("primary again");
     expect(primary.requests).toHaveLength(2);
+  });
+
+  it("does not recover from transport errors on a fallback, and goes on when the rebuild itself fails", async () => {
+    await session({ fallback: [{ provider: "groq", model: "llama-backup", base_url: backup.url }, { provider: "anthropic", model: "claude-last", base_url: anthropic.url }] });
+    primary.script(rateLimited);
+    backup.script({ type: "reset" }, { type: "reset" }, { type: "reset" });
+    anthropic.script({ type: "text", text: "third entry" });
+    const body = await (await send("hi")).json();
+    expect(body.reply).toBe("third entry");
+    expect(body.turn.attempts.map((attempt: { reason?: string; outcome: string }) => attempt.reason ?? attempt.outcome)).toEqual(["rate_limit", "transport", "transport", "transport", "ok"]);
+    // Two backoff waits on the fallback, no recovery cooldown.
+    expect(sleeps).toHaveLength(2);
+
+    // The primary's transport errors lead to a rebuild; its credential is gone by then, so the chain moves on.
+    sleeps.length = 0;
+    let reads = 0;
+    const readEnv = harness.deps.config.readEnv;
+    harness.deps.config.readEnv = (name) => (name === "OPENAI_API_KEY" ? (++reads <= 1 ? "sk-primary" : undefined) : readEnv(name));
+    primary.script({ type: "reset" }, { type: "reset" }, { type: "reset" });
+    backup.script({ type: "text", text: "after a failed rebuild" });
+    const rebuilt = await (await send("again")).json();
+    expect(rebuilt.reply).toBe("after a failed rebuild");
+    expect(rebuilt.turn.attempts.map((attempt: { reason?: string; outcome: string }) => attempt.reason ?? attempt.outcome).slice(0, 4)).toEqual(["transport", "transport", "transport", "auth"]);
+    expect(rebuilt.turn.fallback_activated).toBe(true);
   });
 });

@@ -101,6 +101,16 @@ describe("Telegram webhook", () => {
     expect(await inboxRows(h)).toHaveLength(1);
   });
 
+  it("runs one turn and sends one reply when the same update arrives 5 times at once", async () => {
+    const body = update("five at once");
+    const responses = await Promise.all(Array.from({ length: 5 }, () => h.postTelegram(body)));
+    expect(responses.map((response) => response.status)).toEqual([200, 200, 200, 200, 200]);
+    await h.settle();
+    expect(completions(h)).toHaveLength(1);
+    expect(h.telegram.callsTo("sendMessage")).toHaveLength(1);
+    expect(await inboxRows(h)).toHaveLength(1);
+  });
+
   it("splits a long reply into parts of at most 4096 characters, in order, at paragraph breaks", async () => {
     const paragraphs = Array.from({ length: 9 }, (_, index) => `${index}`.repeat(1000));
     const long = paragraphs.join("\n\n");

@@ -187,6 +187,8 @@ const json = { "content-type": "application/json" };
 // Runs are reproducible: a fixed seed by default (CI sees the same inputs every time); FC_SEED=<n> replays or
 // explores another sequence, FC_RUNS=<n> runs each property longer.
 const seed = Number(process.env.FC_SEED ?? 1_234_567);
+/** `npm run test:chaos` raises FC_RUNS; the time limits grow with it. */
+const timeoutScale = Math.max(1, Number(process.env.FC_RUNS ?? 0) / 200);
 const runs = (numRuns: number) => ({ numRuns: Number(process.env.FC_RUNS ?? numRuns), seed, endOnFailure: true });
 
 describe("hostile input on every route", () => {
@@ -199,7 +201,7 @@ describe("hostile input on every route", () => {
       }),
       runs(200),
     );
-  }, 60_000);
+  }, 60_000 * timeoutScale);
 
   it("PATCH /v1/sessions/{id}: arbitrary bodies and ids", async () => {
     await fc.assert(
@@ -215,7 +217,7 @@ describe("hostile input on every route", () => {
       ),
       runs(150),
     );
-  }, 60_000);
+  }, 60_000 * timeoutScale);
 
   it("GET, DELETE and reset with hostile ids and query strings never answer 500 or reach another session", async () => {
     await fc.assert(
@@ -242,7 +244,7 @@ describe("hostile input on every route", () => {
     for (const [query, allowed] of [["limit=0", [400]], ["limit=-1", [400]], ["limit=1e400", [400]], ["cursor=%", [400]], ["cursor=Li4vdmF1bHQ", [400]], ["limit=200&cursor=", [200]]] as const) {
       await probe({ method: "GET", path: `/v1/sessions?${query}`, allowed: [...allowed] });
     }
-  }, 60_000);
+  }, 60_000 * timeoutScale);
 
   it("POST /v1/sessions/{id}/messages: arbitrary bodies, headers and ids", async () => {
     const body = fc.oneof(
@@ -260,7 +262,7 @@ describe("hostile input on every route", () => {
       ),
       runs(150),
     );
-  }, 60_000);
+  }, 60_000 * timeoutScale);
 
   it("POST /v1/chat/completions: arbitrary bodies and X-Session-Id headers", async () => {
     const message = fc.record({ role: fc.oneof(fc.constantFrom("system", "user", "assistant", "tool", "developer"), nasty), content: fc.oneof(nasty, fc.constant(null), fc.array(fc.record({ type: fc.constantFrom("text", "image_url"), text: nasty }), { maxLength: 3 }), fc.anything({ maxDepth: 2 })) }, { requiredKeys: [] });
@@ -274,7 +276,7 @@ describe("hostile input on every route", () => {
       }),
       runs(150),
     );
-  }, 60_000);
+  }, 60_000 * timeoutScale);
 
   it("the signed webhooks: arbitrary JSON with a valid signature, and anything with a bad one", async () => {
     const update = fc.oneof(
@@ -314,7 +316,7 @@ describe("hostile input on every route", () => {
     // Whatever was accepted was processed; nothing is stuck in the inbox.
     const stuck = await h.database.client.execute("SELECT COUNT(*) AS n FROM inbox WHERE status IN ('pending', 'processing')");
     expect(Number(stuck.rows[0]?.n)).toBe(0);
-  }, 60_000);
+  }, 60_000 * timeoutScale);
 });
 
 // ---------------------------------------------------------------------------------------------------------
@@ -364,7 +366,7 @@ describe("tool arguments the model got wrong", () => {
       { ...runs(80), examples: huge.map((calls) => [calls]) },
     );
     expect(provider.rejected).toEqual([]);
-  }, 90_000);
+  }, 90_000 * timeoutScale);
 });
 
 // ---------------------------------------------------------------------------------------------------------
@@ -396,7 +398,7 @@ describe("tool call ids the model repeats", () => {
     expect(JSON.stringify(third.body.messages)).not.toContain("result unavailable");
     expect(await counts("ids-reused")).toEqual({ ran: 2, journaled: 2 });
     expect(await journalProblems(h.database.client, ["ids-reused"])).toEqual([]);
-  }, 30_000);
+  }, 30_000 * timeoutScale);
 
   it("journals a result for every call that ran when one batch repeats an id", async () => {
     expect((await h.call("POST", "/v1/sessions", { id: "ids-batch", runtime: { ...runtime, base_url: provider.url } })).status).toBe(201);
@@ -405,7 +407,7 @@ describe("tool call ids the model repeats", () => {
     const { ran, journaled } = await counts("ids-batch");
     expect(journaled).toBe(ran);
     expect(await journalProblems(h.database.client, ["ids-batch"])).toEqual([]);
-  }, 30_000);
+  }, 30_000 * timeoutScale);
 });
 
 describe("metadata is a JSON object (api.md)", () => {
@@ -419,7 +421,7 @@ describe("metadata is a JSON object (api.md)", () => {
       const patched = await probe({ method: "PATCH", path: "/v1/sessions/target", body: JSON.stringify({ metadata }), headers: json, allowed: [400] });
       expect((await patched.json()).error.details.fields.map((entry: { field: string }) => entry.field)).toContain("metadata");
     }
-  }, 30_000);
+  }, 30_000 * timeoutScale);
 });
 
 describe("stored JSON corrupted in the database", () => {
@@ -486,5 +488,5 @@ describe("stored JSON corrupted in the database", () => {
       expect(line).not.toContain("failed validation");
       expect(leakedSecrets(line, secrets)).toEqual([]);
     }
-  }, 30_000);
+  }, 30_000 * timeoutScale);
 });

@@ -22,6 +22,8 @@ function prng(seed: number): () => number {
 }
 
 const seed = Number(process.env.CHAOS_SEED ?? 20_260_501);
+/** Turns per session: 25 in CI; `npm run test:chaos` runs more. */
+const turnsPerSession = Number(process.env.CHAOS_TURNS ?? 25);
 const random = prng(seed);
 const reasons = new Set(["rate_limit", "billing", "auth", "overloaded", "server_error", "timeout", "transport", "context_overflow", "payload_too_large", "model_not_found", "format_error", "unknown"]);
 const partialMarker = "PARTIAL-CUT-TEXT";
@@ -86,7 +88,7 @@ describe(`provider chaos (seed ${seed}; replay with CHAOS_SEED=${seed})`, () => 
     const outcomes: { session: string; status: number; turnId: string | null; attempts: unknown }[] = [];
     await Promise.all(
       sessions.map(async (session, sessionIndex) => {
-        for (let turn = 0; turn < 25; turn++) {
+        for (let turn = 0; turn < turnsPerSession; turn++) {
           const stream = (turn + sessionIndex) % 2 === 1;
           const response = await h.call("POST", `/v1/sessions/${session}/messages`, { content: `turn ${turn} of ${session}`, ...(stream ? { stream: true } : {}) });
           const text = await response.text();
@@ -121,7 +123,7 @@ describe(`provider chaos (seed ${seed}; replay with CHAOS_SEED=${seed})`, () => 
 
     for (const session of sessions) {
       const { turns } = await (await h.call("GET", `/v1/sessions/${session}/turns?limit=500`)).json();
-      expect(turns).toHaveLength(25);
+      expect(turns).toHaveLength(turnsPerSession);
       for (const turn of turns as { id: string; status: string; attempts: { provider: string; model: string; outcome: string; reason?: string; status?: number }[]; ended_at: string | null }[]) {
         const context = `${session} ${turn.id} ${JSON.stringify(turn.attempts)}`;
         expect(["completed", "failed"], context).toContain(turn.status);
@@ -141,7 +143,7 @@ describe(`provider chaos (seed ${seed}; replay with CHAOS_SEED=${seed})`, () => 
         if (message.role === "assistant") expect(message.content ?? "").not.toContain(partialMarker);
       }
       // Every user message is there, once each, in order.
-      expect((messages as { role: string; content: string }[]).filter((message) => message.role === "user").map((message) => message.content)).toEqual(Array.from({ length: 25 }, (_, turn) => `turn ${turn} of ${session}`));
+      expect((messages as { role: string; content: string }[]).filter((message) => message.role === "user").map((message) => message.content)).toEqual(Array.from({ length: turnsPerSession }, (_, turn) => `turn ${turn} of ${session}`));
     }
     // What the API answered is what the turn records say.
     for (const outcome of outcomes.filter((entry) => entry.turnId !== null)) {
@@ -150,5 +152,5 @@ describe(`provider chaos (seed ${seed}; replay with CHAOS_SEED=${seed})`, () => 
     }
     expect(await journalProblems(h.database.client)).toEqual([]);
     for (const provider of providers) expect(provider.rejected).toEqual([]);
-  }, 80_000);
+  }, 80_000 * Math.max(1, turnsPerSession / 25));
 });
