@@ -1,8 +1,7 @@
 /// <reference types="node" />
 // Bun entry: `npm run start:bun`. The same libSQL file or server as on Node; Bun loads libSQL's native module.
 // File access goes through node:fs, which Bun implements natively and documents for mkdir and chmod.
-import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
-import { dirname, resolve } from "node:path";
+import { nodeFilesAndOutput } from "./node-files.ts";
 import { listeningEntry, startServer } from "./start.ts";
 
 /**
@@ -23,25 +22,8 @@ declare const Bun: {
 const server = await startServer({
   runtimeName: "bun",
   env: Bun.env,
-  resolvePath: (path) => resolve(path),
-  ensureParentDirectory: async (file) => void (await mkdir(dirname(file), { recursive: true })),
-  readTextFile: async (file) => {
-    try {
-      return await readFile(file, "utf8");
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
-      throw error;
-    }
-  },
-  writePrivateFile: async (file, text) => {
-    await writeFile(file, text, { mode: 0o600 });
-    await chmod(file, 0o600);
-  },
-  // getaddrinfo, like the connections fetch opens, so /etc/hosts entries are judged as they will be used.
+  ...nodeFilesAndOutput,
   resolveHost: async (hostname) => (await Bun.dns.lookup(hostname, { backend: "getaddrinfo" })).map((entry) => entry.address),
-  printLine: (line) => void process.stdout.write(`${line}\n`),
-  printErrorLine: (line) => void process.stderr.write(`${line}\n`),
-  exit: (code) => process.exit(code),
 });
 
 const listener = Bun.serve({

@@ -21,8 +21,8 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-export async function buildTestApp(env: Env = {}, overrides: Partial<AppDependencies> = {}): Promise<TestApp> {
-  const database = tempFileDatabase();
+/** The whole app over a temp libSQL file, or over `database` (a sqld server, or a file shared by several apps). */
+export async function buildTestApp(env: Env = {}, overrides: Partial<AppDependencies> = {}, database: TestDatabase = tempFileDatabase()): Promise<TestApp> {
   const config = loadConfig({
     HERMES_API_KEYS: `${testApiKey},other=${otherTenantKey}`,
     HERMES_SECRET_KEY: testSecretKey,

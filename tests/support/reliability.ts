@@ -5,13 +5,10 @@
 import { createClient, type Client } from "@libsql/client";
 import { existsSync, readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
-import { createApp } from "../../src/app.ts";
-import { loadConfig, type Env } from "../../src/config.ts";
-import type { AppDependencies, LogEntry } from "../../src/deps.ts";
-import { noCache } from "../../src/kv/cache.ts";
-import { openStore } from "../../src/state/open-store.ts";
-import { testApiKey, testSecretKey, otherTenantKey, type TestApp } from "./app.ts";
-import { tempFileDatabase, type TestDatabase } from "./db.ts";
+import type { Env } from "../../src/config.ts";
+import type { AppDependencies } from "../../src/deps.ts";
+import { buildTestApp, testApiKey, testSecretKey, otherTenantKey, type TestApp } from "./app.ts";
+import type { TestDatabase } from "./db.ts";
 import type { RecordedRequest } from "./fake-provider.ts";
 
 export { testApiKey, testSecretKey, otherTenantKey };
@@ -34,46 +31,7 @@ export function serverDatabase(url: string, concurrency = 3): TestDatabase {
  * over an embedded file and over sqld, and several app instances can share one database (scale-out).
  */
 export async function buildAppOver(options: { database?: TestDatabase; env?: Env; overrides?: Partial<AppDependencies> } = {}): Promise<TestApp> {
-  const database = options.database ?? tempFileDatabase();
-  const config = loadConfig({
-    HERMES_API_KEYS: `${testApiKey},other=${otherTenantKey}`,
-    HERMES_SECRET_KEY: testSecretKey,
-    LIBSQL_URL: database.url,
-    HERMES_FETCH_ALLOW_PRIVATE: "1",
-    ...options.env,
-  });
-  const { store, notes, inbox, idempotency } = await openStore(database.client, database.url);
-  const logs: LogEntry[] = [];
-  const deps: AppDependencies = {
-    config,
-    store,
-    notes,
-    inbox,
-    idempotency,
-    cache: noCache,
-    fetch: globalThis.fetch.bind(globalThis),
-    now: Date.now,
-    runtimeName: "node",
-    version: "test",
-    log: (entry) => logs.push(entry),
-    waitUntil: (work) => void work.catch(() => undefined),
-    ...options.overrides,
-  };
-  const app = createApp(deps);
-  return {
-    app,
-    deps,
-    database,
-    logs,
-    async call(method, path, body, headers = {}) {
-      return app.request(path, {
-        method,
-        headers: { authorization: `Bearer ${testApiKey}`, ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
-        ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
-      });
-    },
-    close: () => database.close(),
-  };
+  return buildTestApp(options.env, options.overrides, options.database);
 }
 
 interface MessageRow {
