@@ -4,7 +4,7 @@
 // SQL in one transaction (rows shaped as the store writes them: user/assistant pairs with their turn rows,
 // FTS rows through the schema's trigger), then a fresh server runs the turns. The floor sends the same
 // history with the SDK.
-import { createClient, type InStatement } from "@libsql/client";
+import { createClient, type Client, type InStatement } from "@libsql/client";
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { join } from "node:path";
 import type { FloorTurn } from "./lib/floor.ts";
@@ -13,8 +13,8 @@ import { removeDirectory, tempDirectory } from "./lib/proc.ts";
 import { apiKey, checkTurn, createSessions, model, sendTurn, serverEnv, startNodeServer, turnCases } from "./lib/setup.ts";
 import { ms, percentile, table } from "./lib/stats.ts";
 
-const question = (seq: number) => `history question ${seq}: what did the quick brown fox do next in the story?`;
-const answer = (seq: number) => `history answer ${seq}: it jumped over the lazy dog and went on with the journey.`;
+export const question = (seq: number) => `history question ${seq}: what did the quick brown fox do next in the story?`;
+export const answer = (seq: number) => `history answer ${seq}: it jumped over the lazy dog and went on with the journey.`;
 
 const insertMessages = `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :count)
   INSERT INTO messages (session_pk, seq, turn_id, role, content, tool_calls, tool_call_id, name, is_error, effect, provider, model, created_at)
@@ -29,6 +29,20 @@ const insertMessages = `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 
 const insertTurns = `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :pairs)
   INSERT INTO turns (id, session_pk, status, provider, model, fallback_activated, attempts, input_tokens, output_tokens, error, started_at, ended_at)
   SELECT 'hist-' || :pk || '-' || i, :pk, 'completed', 'openai', :model, 0, :attempts, 10, 2, NULL, :now, :now FROM n`;
+
+/**
+ * Writes `messages` prior messages (user/assistant pairs, as the store writes them, with a turn row per pair)
+ * into each session of `pks`, in one write transaction. Also used by section 8 (compressed-history.ts).
+ */
+export async function insertHistory(db: Client, pks: number[], messages: number): Promise<void> {
+  const now = new Date().toISOString();
+  const attempts = JSON.stringify([{ provider: "openai", model, outcome: "ok" }]);
+  const statements = pks.flatMap((pk): InStatement[] => [
+    { sql: insertMessages, args: { count: messages, pk, model, now } },
+    { sql: insertTurns, args: { pairs: messages / 2, pk, model, attempts, now } },
+  ]);
+  await db.batch(statements, "write");
+}
 
 export interface HistoryPlan {
   messages: number;
@@ -66,18 +80,9 @@ export async function measureHistory(fakeUrl: string, floor: FloorTurn, plans: H
     const db = createClient({ url });
     try {
       const pks = new Map((await db.execute("SELECT id, pk FROM sessions")).rows.map((row) => [String(row.id), Number(row.pk)]));
-      const now = new Date().toISOString();
-      const attempts = JSON.stringify([{ provider: "openai", model, outcome: "ok" }]);
       for (const plan of plans) {
         const started = performance.now();
-        const statements = ids.get(plan.messages)!.flatMap((id): InStatement[] => {
-          const pk = pks.get(id)!;
-          return [
-            { sql: insertMessages, args: { count: plan.messages, pk, model, now } },
-            { sql: insertTurns, args: { pairs: plan.messages / 2, pk, model, attempts, now } },
-          ];
-        });
-        await db.batch(statements, "write");
+        await insertHistory(db, ids.get(plan.messages)!.map((id) => pks.get(id)!), plan.messages);
         insertMs.set(plan.messages, performance.now() - started);
       }
     } finally {

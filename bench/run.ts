@@ -2,7 +2,7 @@
 // `npm run bench`: the gateway's benchmarks, printed as Markdown tables (method and recorded figures in
 // bench/README.md). Everything runs on 127.0.0.1: one fake OpenAI provider process, the real Node server
 // as a child process (embedded libSQL file, then a local sqld), and the driver in this process.
-//   --only=overhead,roundtrips,concurrency,history,memory,coldstart,size   run a subset
+//   --only=overhead,roundtrips,concurrency,history,memory,cache,compressed-history,coldstart,size   run a subset
 //   --only=profile [--profile-case=t2s]   CPU profile of the server over turns of one case (not in the default run)
 //   --quick                                                                 small counts, for a smoke test
 //   --iterations=N --warmup=N --sqld-iterations=N --sqld-warmup=N           sequential latency counts
@@ -12,7 +12,9 @@ import { readlinkSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { startSqld, type SqldServer } from "../tests/support/sqld.ts";
+import { cacheTable, measureCache } from "./cache.ts";
 import { coldStartTable, measureColdStarts, workerBundleSize } from "./coldstart.ts";
+import { compressedHistoryTables, countCompressedRoundTrips, measureCompressedHistory, type CompressedPlan } from "./compressed-history.ts";
 import { historyTable, measureHistory, type HistoryPlan } from "./history.ts";
 import { createFloor } from "./lib/floor.ts";
 import { JsonClient } from "./lib/http.ts";
@@ -23,7 +25,7 @@ import { concurrencyTable, measureConcurrency, measureOverhead, overheadTable, t
 import { commitCost, profileTables, profileTurns } from "./profile.ts";
 import { countRoundTrips, roundTripTable } from "./roundtrips.ts";
 
-const phases = ["overhead", "roundtrips", "concurrency", "history", "memory", "coldstart", "size", "profile"] as const;
+const phases = ["overhead", "roundtrips", "concurrency", "history", "memory", "cache", "compressed-history", "coldstart", "size", "profile"] as const;
 type Phase = (typeof phases)[number];
 const defaultPhases = phases.filter((phase) => phase !== "profile");
 
@@ -54,6 +56,12 @@ const historyPlans: HistoryPlan[] = quick
 const memoryCheckpoints = quick ? [100, 500, 1000] : [1000, 5000, 10000];
 const memoryParallel = 16;
 const coldRuns = quick ? 2 : 5;
+const cacheValueSizes = [200, 4096];
+const cacheRounds = quick ? 2 : 5;
+const cacheOps = quick ? 20_000 : 200_000;
+const compressedPlans: CompressedPlan[] = [10, 1000, 10000].map((messages) =>
+  quick ? { messages, sessions: 2, warmup: 1, measured: 3 } : { messages, sessions: 10, warmup: 2, measured: 10 },
+);
 
 function describeMachine(): string {
   const read = (command: string, args: string[]) => {
@@ -133,6 +141,22 @@ try {
     const phaseStart = performance.now();
     print(memoryTable(await measureMemory(fake.url, memoryCheckpoints, memoryParallel), memoryParallel));
     process.stderr.write(`[bench] memory in ${elapsed(phaseStart)}\n`);
+  }
+  if (only.has("cache")) {
+    const phaseStart = performance.now();
+    print(cacheTable(await measureCache(cacheValueSizes, cacheRounds, cacheOps)));
+    process.stderr.write(`[bench] cache in ${elapsed(phaseStart)}\n`);
+  }
+  if (only.has("compressed-history")) {
+    const phaseStart = performance.now();
+    const rows = await measureCompressedHistory(fake.url, floor, compressedPlans);
+    const trips = await countCompressedRoundTrips(
+      fake.url,
+      compressedPlans.map((plan) => plan.messages),
+    );
+    for (const row of rows) row.roundTrips = trips.get(row.plan.messages);
+    print(compressedHistoryTables(rows));
+    process.stderr.write(`[bench] compressed-history in ${elapsed(phaseStart)}\n`);
   }
   if (only.has("coldstart")) print(coldStartTable(await measureColdStarts(fake.url, coldRuns), coldRuns));
   if (only.has("size")) print(`${await workerBundleSize()}\n`);
