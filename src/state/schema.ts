@@ -136,4 +136,12 @@ export const migrations: Migration[] = [
       `CREATE UNIQUE INDEX messages_tool_result ON messages (session_pk, tool_call_id) WHERE role = 'tool' AND archived = 0`,
     ],
   },
+  {
+    version: 4,
+    statements: [
+      // Every turn start marks a dead turn of its session `interrupted`; this keeps that a lookup, not a scan of
+      // every turn the session ever had.
+      `CREATE INDEX turns_running ON turns (session_pk) WHERE status = 'running'`,
+    ],
+  },
 ];

@@ -59,7 +59,8 @@ export function beginTurnStatements(
                    a.turn_id, 'tool', :orphan, json_extract(j.value, '$.id'), json_extract(j.value, '$.name'), 1, 'unknown', :now
             FROM messages a, json_each(a.tool_calls) j
             WHERE a.session_pk = ${owned}
-              AND a.seq = (SELECT seq FROM messages WHERE session_pk = a.session_pk AND role = 'assistant' AND archived = 0 ORDER BY seq DESC LIMIT 1)
+              -- Not correlated with a, so it is computed once and a is a primary-key lookup, not a scan.
+              AND a.seq = (SELECT seq FROM messages INDEXED BY messages_active WHERE session_pk = ${owned} AND archived = 0 AND role = 'assistant' ORDER BY seq DESC LIMIT 1)
               AND a.tool_calls IS NOT NULL
               AND NOT EXISTS (SELECT 1 FROM messages t WHERE t.session_pk = a.session_pk AND t.role = 'tool' AND t.archived = 0 AND t.tool_call_id = json_extract(j.value, '$.id'))`, args),
   ];
@@ -80,7 +81,7 @@ export function beginTurnStatements(
   statements.push(
     statement(
       `SELECT json_group_array(json_array(${columns.messageColumns})) AS history
-       FROM (SELECT ${columns.messageColumns} FROM messages WHERE session_pk = ${owned} AND archived = 0 ORDER BY seq)`,
+       FROM (SELECT ${columns.messageColumns} FROM messages INDEXED BY messages_active WHERE session_pk = ${owned} AND archived = 0 ORDER BY seq)`,
       args,
     ),
   );
