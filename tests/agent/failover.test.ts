@@ -258,3 +258,30 @@ describe("provider failover", () => {
     expect(rebuilt.turn.fallback_activated).toBe(true);
   });
 });
+
+describe("a provider that answers 200 with a body that is not JSON", () => {
+  it("is an error of that attempt (never an empty answer), and the chain moves on", async () => {
+    const primary = await startFakeOpenAI({ apiKey: "sk-primary" });
+    const backup = await startFakeOpenAI({ apiKey: "sk-backup" });
+    const harness = await buildTestApp({ OPENAI_API_KEY: "sk-primary", GROQ_API_KEY: "sk-backup" }, { sleep: async () => undefined });
+    await harness.call("POST", "/v1/sessions", {
+      id: "j",
+      runtime: { provider: "openai", model: "gpt-primary", base_url: primary.url, retry: { max_retries: 1, time_scale: 0 }, fallback: [{ provider: "groq", model: "llama-backup", base_url: backup.url }] },
+    });
+    primary.setFallback({ type: "invalid_json" });
+    backup.script({ type: "text", text: "from backup" });
+    const body = await (await harness.call("POST", "/v1/sessions/j/messages", { content: "hi" })).json();
+    expect(body.reply).toBe("from backup");
+    const failed = body.turn.attempts.filter((attempt: { outcome: string }) => attempt.outcome === "error");
+    expect(failed.length).toBeGreaterThanOrEqual(1);
+    expect(failed.every((attempt: { provider: string }) => attempt.provider === "openai")).toBe(true);
+    const messages = await (await harness.call("GET", "/v1/sessions/j/messages")).json();
+    expect(messages.messages.map((message: { role: string; content: string }) => [message.role, message.content])).toEqual([
+      ["user", "hi"],
+      ["assistant", "from backup"],
+    ]);
+    await harness.close();
+    await primary.close();
+    await backup.close();
+  });
+});

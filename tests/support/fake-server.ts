@@ -20,7 +20,9 @@ export type ScriptStep =
   | { type: "error"; status: number; body?: unknown; headers?: Record<string, string> }
   | { type: "reset" }
   | { type: "hang"; ms: number; then?: ScriptStep }
-  | { type: "stream_cut"; text: string };
+  | { type: "stream_cut"; text: string }
+  /** A body that is not JSON, with a JSON content type: a broken proxy or a truncated gateway answer. */
+  | { type: "invalid_json"; status?: number; body?: string };
 
 export type ScriptEntry = ScriptStep | ((request: RecordedRequest) => ScriptStep);
 
@@ -99,6 +101,12 @@ export class Output {
       "content-length": String(Buffer.byteLength(text)),
       ...headers,
     });
+    this.res.end(text);
+  }
+
+  raw(status: number, text: string, contentType: string): void {
+    if (this.gone) return;
+    this.res.writeHead(status, { ...this.common, "content-type": contentType, "content-length": String(Buffer.byteLength(text)) });
     this.res.end(text);
   }
 
@@ -246,6 +254,9 @@ export async function startFakeServer(dialect: Dialect, options: FakeProviderOpt
       case "stream_cut":
         if (recorded.stream) await dialect.streamCut(step.text, recorded, out);
         out.destroy();
+        return;
+      case "invalid_json":
+        out.raw(step.status ?? 200, step.body ?? '{"choices": [', "application/json");
         return;
     }
   };

@@ -131,6 +131,9 @@ function reasonOf(error: unknown, fields: ErrorFields): ProviderErrorReason {
   }
   if (causeChain(error).some(isTimeoutCause)) return "timeout";
   if (causeChain(error).some(isTransportCause)) return "transport";
+  // A success status with a body that is not JSON (a broken proxy, a truncated gateway answer): the endpoint
+  // misbehaved, like a 5xx, so it is retried and failed over rather than failing the turn.
+  if (causeChain(error).some((cause) => cause instanceof SyntaxError)) return "server_error";
   return "unknown";
 }
 
