@@ -2,7 +2,7 @@
 // `npm run bench`: the gateway's benchmarks, printed as Markdown tables (method and recorded figures in
 // bench/README.md). Everything runs on 127.0.0.1: one fake OpenAI provider process, the real Node server
 // as a child process (embedded libSQL file, then a local sqld), and the driver in this process.
-//   --only=overhead,roundtrips,concurrency,history,memory,cache,compressed-history,coldstart,size   run a subset
+//   --only=overhead,roundtrips,concurrency,history,memory,cache,compressed-history,coldstart,size,runtimes   run a subset
 //   --only=profile [--profile-case=t2s]   CPU profile of the server over turns of one case (not in the default run)
 //   --quick                                                                 small counts, for a smoke test
 //   --iterations=N --warmup=N --sqld-iterations=N --sqld-warmup=N           sequential latency counts
@@ -24,8 +24,9 @@ import { measureMemory, memoryTable } from "./memory.ts";
 import { concurrencyTable, measureConcurrency, measureOverhead, overheadTable, type ConcurrencyRow, type OverheadRow } from "./overhead.ts";
 import { commitCost, profileTables, profileTurns } from "./profile.ts";
 import { countRoundTrips, roundTripTable } from "./roundtrips.ts";
+import { measureRuntimes, runtimeTable } from "./runtimes.ts";
 
-const phases = ["overhead", "roundtrips", "concurrency", "history", "memory", "cache", "compressed-history", "coldstart", "size", "profile"] as const;
+const phases = ["overhead", "roundtrips", "concurrency", "history", "memory", "cache", "compressed-history", "coldstart", "size", "runtimes", "profile"] as const;
 type Phase = (typeof phases)[number];
 const defaultPhases = phases.filter((phase) => phase !== "profile");
 
@@ -160,6 +161,10 @@ try {
   }
   if (only.has("coldstart")) print(coldStartTable(await measureColdStarts(fake.url, coldRuns), coldRuns));
   if (only.has("size")) print(`${await workerBundleSize()}\n`);
+  if (only.has("runtimes")) {
+    const runtimeOptions = { seconds: quick ? 1 : 4, clients: 16 };
+    print(runtimeTable(await measureRuntimes(fake.url, runtimeOptions), runtimeOptions));
+  }
   if (only.has("profile")) {
     const profileCase = [...turnCases, commonWordCase].find((turnCase) => turnCase.key === (option("profile-case") ?? "t2s"));
     if (!profileCase) throw new Error("--profile-case must be one of t0, t2s, t2c, t8s, t8c, t2w");

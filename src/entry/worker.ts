@@ -62,8 +62,10 @@ async function prepare(bindings: WorkerBindings): Promise<IsolateState> {
   if (!env.LIBSQL_URL || !/^(https?|libsql):\/\//.test(env.LIBSQL_URL)) {
     throw new ConfigError("LIBSQL_URL must be the http(s):// or libsql:// URL of a libSQL server (Turso, sqld) on Workers");
   }
-  // Few requests in flight per isolate: a libSQL server answers overlapping write transactions with SQLITE_BUSY.
-  const client = createClient({ url: config.libsqlUrl, ...(config.libsqlAuthToken ? { authToken: config.libsqlAuthToken } : {}), concurrency: 4 });
+  // No queue in the client: the client is shared by the isolate's requests, and a request waiting in its queue
+  // for a slot freed by another request's fetch has no I/O of its own, so workerd cancels it as hung (seen with
+  // a limit of 4 under 16 parallel requests). Busy answers from the server are retried by the store instead.
+  const client = createClient({ url: config.libsqlUrl, ...(config.libsqlAuthToken ? { authToken: config.libsqlAuthToken } : {}), concurrency: 1024 });
   let opened: Awaited<ReturnType<typeof openStore>>;
   try {
     opened = await openStore(client, config.libsqlUrl);

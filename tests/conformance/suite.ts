@@ -157,6 +157,17 @@ export function defineConformanceSuite(runtime: RuntimeUnderTest, stores: readon
       expect(rows.map((row) => row.seq)).toEqual(body.messages.map((message: { seq: number }) => message.seq));
     });
 
+    it("serves parallel requests: 16 health checks and 8 turns on 8 sessions at once", async () => {
+      const target = started();
+      const health = await Promise.all(Array.from({ length: 16 }, () => fetch(`${target.server.url}/health`).then((response) => response.status)));
+      expect(health).toEqual(Array.from({ length: 16 }, () => 200));
+      const ids = Array.from({ length: 8 }, (_, index) => `parallel-${index}`);
+      for (const id of ids) expect((await call(target, "POST", "/v1/sessions", { id })).status).toBe(201);
+      fake!.setFallback({ type: "text", text: "parallel ok" });
+      const turns = await Promise.all(ids.map((id) => call(target, "POST", `/v1/sessions/${id}/messages`, { content: "at once" }).then((response) => response.status)));
+      expect(turns).toEqual(Array.from({ length: 8 }, () => 200));
+    });
+
     it("refuses /v1 without a valid API key with 401", async () => {
       const target = started();
       const missing = await fetch(`${target.server.url}/v1/sessions/conformance-1`);
