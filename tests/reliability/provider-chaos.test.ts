@@ -29,8 +29,20 @@ const reasons = new Set(["rate_limit", "billing", "auth", "overloaded", "server_
 const partialMarker = "PARTIAL-CUT-TEXT";
 
 let callCounter = 0;
+/** Provider answers drawn, by kind: the figures `npm run test:chaos` prints. */
+const drawn = new Map<string, number>();
+const count = (step: ScriptStep): ScriptStep => {
+  const kind = step.type === "error" ? `http ${step.status}` : step.type === "hang" ? (step.ms >= 1000 ? "hang past timeout" : "short hang") : step.type;
+  drawn.set(kind, (drawn.get(kind) ?? 0) + 1);
+  return step;
+};
+
 /** One random step: faults and answers, weighted so that turns both complete and fail. */
 function chaos(request: RecordedRequest): ScriptStep {
+  return count(drawChaos(request));
+}
+
+function drawChaos(request: RecordedRequest): ScriptStep {
   const roll = random();
   const afterTool = lastMessage(request).role === "tool" || JSON.stringify(lastMessage(request).content ?? "").includes("tool_result");
   const answer: ScriptStep =
@@ -152,5 +164,6 @@ describe(`provider chaos (seed ${seed}; replay with CHAOS_SEED=${seed})`, () => 
     }
     expect(await journalProblems(h.database.client)).toEqual([]);
     for (const provider of providers) expect(provider.rejected).toEqual([]);
+    console.log(`provider chaos: ${[...drawn].map(([kind, times]) => `${kind} ${times}`).join(", ")}`);
   }, 80_000 * Math.max(1, turnsPerSession / 25));
 });
