@@ -9,19 +9,16 @@ import fc from "fast-check";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { findTool, parseToolArguments, builtinTools } from "../../src/agent/tools/registry.ts";
 import type { TestApp } from "../support/app.ts";
-import { startFakeOpenAI, type FakeProvider, type ScriptStep } from "../support/fake-provider.ts";
+import type { FakeProvider, ScriptStep } from "../support/fake-provider.ts";
 import {
   discordApplicationId,
   slackBotToken,
   slackSigningSecret,
-  startFakeDiscord,
-  startFakeSlack,
-  startFakeTelegram,
   telegramSecret,
   telegramToken,
   type FakePlatform,
 } from "../support/fake-platforms.ts";
-import { buildAppOver, databaseFingerprint, journalProblems, lastMessage, leakedSecrets, otherTenantKey, responseText, testApiKey, testSecretKey } from "../support/reliability.ts";
+import { buildAppOver, databaseFingerprint, journalProblems, lastMessage, leakedSecrets, otherTenantKey, responseText, startScriptedFakes, testApiKey, testSecretKey } from "../support/reliability.ts";
 
 const envProviderKey = "sk-hostile-env-key-0123456789abcdef";
 const inlineProviderKey = "sk-hostile-inline-key-9876543210fedcba";
@@ -35,6 +32,7 @@ let telegram: FakePlatform;
 let slack: FakePlatform;
 let discord: FakePlatform;
 let discordKeys: CryptoKeyPair;
+let scripted: Awaited<ReturnType<typeof startScriptedFakes>> | undefined;
 let h: TestApp;
 const pending: Promise<unknown>[] = [];
 /** What the fake model answers to a user message with this exact text (else "ok"); after tool results: "done". */
@@ -45,16 +43,8 @@ async function settle() {
 }
 
 beforeAll(async () => {
-  provider = await startFakeOpenAI();
-  provider.setFallback((request) => {
-    const last = lastMessage(request);
-    if (last.role === "tool") return { type: "text", text: "done" };
-    return (last.role === "user" ? toolScripts.get(String(last.content)) : undefined) ?? { type: "text", text: "ok" };
-  });
-  telegram = await startFakeTelegram({ token: telegramToken });
-  slack = await startFakeSlack({ token: slackBotToken });
-  discord = await startFakeDiscord({ applicationId: discordApplicationId });
-  discordKeys = (await crypto.subtle.generateKey({ name: "Ed25519" }, true, ["sign", "verify"])) as CryptoKeyPair;
+  scripted = await startScriptedFakes(toolScripts, discordBotToken);
+  ({ provider, telegram, slack, discord, discordKeys } = scripted);
   const local = [provider.url, telegram.url, slack.url, discord.url].map((url) => new URL(url).origin);
   // Only the local fakes are reachable: a URL the fuzzer made up (a web_fetch, a provider base_url) never
   // leaves the machine.
@@ -68,16 +58,7 @@ beforeAll(async () => {
       OPENAI_API_KEY: envProviderKey,
       HERMES_FETCH_ALLOW_PRIVATE: "0",
       HERMES_RUNTIME: JSON.stringify({ provider: "openai", model: "gpt-hostile", base_url: provider.url, retry: { max_retries: 0, time_scale: 0 } }),
-      TELEGRAM_BOT_TOKEN: telegramToken,
-      TELEGRAM_WEBHOOK_SECRET: telegramSecret,
-      TELEGRAM_API_BASE: telegram.url,
-      SLACK_SIGNING_SECRET: slackSigningSecret,
-      SLACK_BOT_TOKEN: slackBotToken,
-      SLACK_API_BASE: slack.url,
-      DISCORD_PUBLIC_KEY: toHex(await crypto.subtle.exportKey("raw", discordKeys.publicKey)),
-      DISCORD_APPLICATION_ID: discordApplicationId,
-      DISCORD_BOT_TOKEN: discordBotToken,
-      DISCORD_API_BASE: discord.url,
+      ...scripted.platformEnv,
       HERMES_TOOL_TIMEOUT_MS: "2000",
     },
     overrides: { fetch: guardedFetch, waitUntil: (work) => void pending.push(work.catch(() => undefined)), sleep: async () => undefined },
@@ -92,7 +73,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await settle();
   await h?.close();
-  await Promise.all([provider?.close(), telegram?.close(), slack?.close(), discord?.close()]);
+  await scripted?.close();
 });
 
 // ---------------------------------------------------------------------------------------------------------

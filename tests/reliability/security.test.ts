@@ -8,23 +8,20 @@ import { createHmac } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TestApp } from "../support/app.ts";
-import { startFakeOpenAI, type FakeProvider, type ScriptStep } from "../support/fake-provider.ts";
+import type { FakeProvider, ScriptStep } from "../support/fake-provider.ts";
 import {
   discordApplicationId,
   slackBotToken,
   slackSigningSecret,
-  startFakeDiscord,
-  startFakeSlack,
-  startFakeTelegram,
   telegramSecret,
   telegramToken,
   type FakePlatform,
 } from "../support/fake-platforms.ts";
 import {
   buildAppOver,
+  startScriptedFakes,
   databaseFingerprint,
   databasePath,
-  lastMessage,
   leakedSecrets,
   otherTenantKey,
   responseText,
@@ -46,6 +43,7 @@ let telegram: FakePlatform;
 let slack: FakePlatform;
 let discord: FakePlatform;
 let discordKeys: CryptoKeyPair;
+let scripted: Awaited<ReturnType<typeof startScriptedFakes>> | undefined;
 let site: Server;
 let siteUrl: string;
 let h: TestApp;
@@ -76,16 +74,8 @@ const dns: Record<string, string[]> = {
 };
 
 beforeAll(async () => {
-  provider = await startFakeOpenAI();
-  provider.setFallback((request) => {
-    const last = lastMessage(request);
-    if (last.role === "tool") return { type: "text", text: "done" };
-    return (last.role === "user" ? scripts.get(String(last.content)) : undefined) ?? { type: "text", text: "ok" };
-  });
-  telegram = await startFakeTelegram({ token: telegramToken });
-  slack = await startFakeSlack({ token: slackBotToken });
-  discord = await startFakeDiscord({ applicationId: discordApplicationId });
-  discordKeys = (await crypto.subtle.generateKey({ name: "Ed25519" }, true, ["sign", "verify"])) as CryptoKeyPair;
+  scripted = await startScriptedFakes(scripts, discordBotToken);
+  ({ provider, telegram, slack, discord, discordKeys } = scripted);
   site = createServer((request, response) => {
     const path = request.url ?? "/";
     siteHits.push(path);
@@ -121,16 +111,7 @@ beforeAll(async () => {
       HERMES_FETCH_ALLOW_PRIVATE: "0",
       OPENAI_API_KEY: envProviderKey,
       HERMES_RUNTIME: JSON.stringify({ provider: "openai", model: "gpt-sec", base_url: provider.url, retry: { max_retries: 0, time_scale: 0 } }),
-      TELEGRAM_BOT_TOKEN: telegramToken,
-      TELEGRAM_WEBHOOK_SECRET: telegramSecret,
-      TELEGRAM_API_BASE: telegram.url,
-      SLACK_SIGNING_SECRET: slackSigningSecret,
-      SLACK_BOT_TOKEN: slackBotToken,
-      SLACK_API_BASE: slack.url,
-      DISCORD_PUBLIC_KEY: toHex(await crypto.subtle.exportKey("raw", discordKeys.publicKey)),
-      DISCORD_APPLICATION_ID: discordApplicationId,
-      DISCORD_BOT_TOKEN: discordBotToken,
-      DISCORD_API_BASE: discord.url,
+      ...scripted.platformEnv,
       LIBSQL_AUTH_TOKEN: libsqlAuthToken,
     },
     overrides: {
@@ -154,7 +135,7 @@ afterAll(async () => {
   await h?.close();
   site?.closeAllConnections();
   site?.close();
-  await Promise.all([provider?.close(), telegram?.close(), slack?.close(), discord?.close()]);
+  await scripted?.close();
 });
 
 describe("authentication", () => {

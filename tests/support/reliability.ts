@@ -9,7 +9,8 @@ import type { Env } from "../../src/config.ts";
 import type { AppDependencies } from "../../src/deps.ts";
 import { buildTestApp, testApiKey, testSecretKey, otherTenantKey, type TestApp } from "./app.ts";
 import type { TestDatabase } from "./db.ts";
-import type { RecordedRequest } from "./fake-provider.ts";
+import { startFakeOpenAI, type RecordedRequest, type ScriptStep } from "./fake-provider.ts";
+import { discordApplicationId, slackBotToken, slackSigningSecret, startFakeDiscord, startFakeSlack, startFakeTelegram, telegramSecret, telegramToken } from "./fake-platforms.ts";
 
 export { testApiKey, testSecretKey, otherTenantKey };
 
@@ -177,4 +178,45 @@ export async function waitFor<T>(what: string | (() => string), check: () => Pro
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${typeof what === "function" ? what() : what}`);
     await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
+}
+
+/**
+ * The local fakes the hostile-input and security suites share: one OpenAI-style provider that answers a user
+ * message found in `scripts` with that step ("ok" otherwise) and a tool result with "done", the three platform
+ * APIs, and a Discord key pair; plus the environment that points the app at all of them.
+ */
+export async function startScriptedFakes(scripts: Map<string, ScriptStep>, discordBotToken: string) {
+  const provider = await startFakeOpenAI();
+  provider.setFallback((request) => {
+    const last = lastMessage(request);
+    if (last.role === "tool") return { type: "text", text: "done" };
+    return (last.role === "user" ? scripts.get(String(last.content)) : undefined) ?? { type: "text", text: "ok" };
+  });
+  const telegram = await startFakeTelegram({ token: telegramToken });
+  const slack = await startFakeSlack({ token: slackBotToken });
+  const discord = await startFakeDiscord({ applicationId: discordApplicationId });
+  const discordKeys = (await crypto.subtle.generateKey({ name: "Ed25519" }, true, ["sign", "verify"])) as CryptoKeyPair;
+  const platformEnv: Env = {
+    TELEGRAM_BOT_TOKEN: telegramToken,
+    TELEGRAM_WEBHOOK_SECRET: telegramSecret,
+    TELEGRAM_API_BASE: telegram.url,
+    SLACK_SIGNING_SECRET: slackSigningSecret,
+    SLACK_BOT_TOKEN: slackBotToken,
+    SLACK_API_BASE: slack.url,
+    DISCORD_PUBLIC_KEY: Buffer.from(await crypto.subtle.exportKey("raw", discordKeys.publicKey)).toString("hex"),
+    DISCORD_APPLICATION_ID: discordApplicationId,
+    DISCORD_BOT_TOKEN: discordBotToken,
+    DISCORD_API_BASE: discord.url,
+  };
+  return {
+    provider,
+    telegram,
+    slack,
+    discord,
+    discordKeys,
+    platformEnv,
+    /** Origins of every fake, for a test fetch that lets only them through. */
+    origins: [provider.url, telegram.url, slack.url, discord.url].map((url) => new URL(url).origin),
+    close: () => Promise.all([provider.close(), telegram.close(), slack.close(), discord.close()]),
+  };
 }
