@@ -14,11 +14,11 @@ import { createNotesStore } from "../src/state/notes.ts";
 import { openStore } from "../src/state/open-store.ts";
 import { buildTestApp } from "../tests/support/app.ts";
 import { countingClient } from "../tests/support/db.ts";
-import { answer, insertHistory, question } from "./history.ts";
+import { answer, insertHistory, prepareHistorySessions, question } from "./history.ts";
 import type { FloorTurn } from "./lib/floor.ts";
 import { JsonClient, type Reply } from "./lib/http.ts";
 import { adoptDirectory, removeDirectory, tempDirectory } from "./lib/proc.ts";
-import { apiKey, benchRuntime, checkTurn, createSessions, providerKey, sendTurn, serverEnv, startNodeServer } from "./lib/setup.ts";
+import { apiKey, benchRuntime, checkTurn, providerKey, sendTurn, serverEnv, startNodeServer } from "./lib/setup.ts";
 import { ms, percentile, table } from "./lib/stats.ts";
 
 export const compressedContext = { context_length: 8192, max_tokens: 1024 };
@@ -93,28 +93,7 @@ export async function measureCompressedHistory(fakeUrl: string, floor: FloorTurn
   const url = `file:${join(directory, "compressed.db")}`;
   const env = { ...serverEnv(url, fakeUrl), HERMES_RUNTIME: JSON.stringify(runtimeOf(fakeUrl)) };
   try {
-    const ids = new Map<number, string[]>();
-    const creator = await startNodeServer(env);
-    const creatorClient = new JsonClient(creator.url, apiKey);
-    try {
-      for (const plan of plans) ids.set(plan.messages, await createSessions(creatorClient, `chist-${plan.messages}`, plan.sessions));
-    } finally {
-      creatorClient.close();
-      await creator.stop();
-    }
-
-    const insertMs = new Map<number, number>();
-    const db = createClient({ url });
-    try {
-      const pks = new Map((await db.execute("SELECT id, pk FROM sessions")).rows.map((row) => [String(row.id), Number(row.pk)]));
-      for (const plan of plans) {
-        const started = performance.now();
-        await insertHistory(db, ids.get(plan.messages)!.map((id) => pks.get(id)!), plan.messages);
-        insertMs.set(plan.messages, performance.now() - started);
-      }
-    } finally {
-      db.close();
-    }
+    const { ids, insertMs } = await prepareHistorySessions(env, url, plans, "chist");
 
     const server = await startNodeServer(env);
     const client = new JsonClient(server.url, apiKey);

@@ -59,6 +59,41 @@ export interface HistoryRow {
   insertMs: number;
 }
 
+/**
+ * Creates `sessions` sessions per history size over the API (a server that then stops), and writes each one's
+ * `messages` prior messages into the file with SQL, one write transaction per size. Returns the session ids per
+ * size and the insert time per size.
+ */
+export async function prepareHistorySessions(
+  env: Record<string, string>,
+  url: string,
+  plans: { messages: number; sessions: number }[],
+  label: string,
+): Promise<{ ids: Map<number, string[]>; insertMs: Map<number, number> }> {
+  const ids = new Map<number, string[]>();
+  const creator = await startNodeServer(env);
+  const creatorClient = new JsonClient(creator.url, apiKey);
+  try {
+    for (const plan of plans) ids.set(plan.messages, await createSessions(creatorClient, `${label}-${plan.messages}`, plan.sessions));
+  } finally {
+    creatorClient.close();
+    await creator.stop();
+  }
+  const insertMs = new Map<number, number>();
+  const db = createClient({ url });
+  try {
+    const pks = new Map((await db.execute("SELECT id, pk FROM sessions")).rows.map((row) => [String(row.id), Number(row.pk)]));
+    for (const plan of plans) {
+      const started = performance.now();
+      await insertHistory(db, ids.get(plan.messages)!.map((id) => pks.get(id)!), plan.messages);
+      insertMs.set(plan.messages, performance.now() - started);
+    }
+  } finally {
+    db.close();
+  }
+  return { ids, insertMs };
+}
+
 export async function measureHistory(fakeUrl: string, floor: FloorTurn, plans: HistoryPlan[]): Promise<HistoryRow[]> {
   const directory = tempDirectory("history");
   const url = `file:${join(directory, "history.db")}`;
@@ -66,28 +101,7 @@ export async function measureHistory(fakeUrl: string, floor: FloorTurn, plans: H
   const zeroTools = turnCases[0]!;
   const sessionsOf = (plan: HistoryPlan) => Math.ceil((plan.warmup + plan.iterations) / plan.turnsPerSession);
   try {
-    const ids = new Map<number, string[]>();
-    const creator = await startNodeServer(env);
-    const creatorClient = new JsonClient(creator.url, apiKey);
-    try {
-      for (const plan of plans) ids.set(plan.messages, await createSessions(creatorClient, `hist-${plan.messages}`, sessionsOf(plan)));
-    } finally {
-      creatorClient.close();
-      await creator.stop();
-    }
-
-    const insertMs = new Map<number, number>();
-    const db = createClient({ url });
-    try {
-      const pks = new Map((await db.execute("SELECT id, pk FROM sessions")).rows.map((row) => [String(row.id), Number(row.pk)]));
-      for (const plan of plans) {
-        const started = performance.now();
-        await insertHistory(db, ids.get(plan.messages)!.map((id) => pks.get(id)!), plan.messages);
-        insertMs.set(plan.messages, performance.now() - started);
-      }
-    } finally {
-      db.close();
-    }
+    const { ids, insertMs } = await prepareHistorySessions(env, url, plans.map((plan) => ({ messages: plan.messages, sessions: sessionsOf(plan) })), "hist");
 
     const server = await startNodeServer(env);
     const client = new JsonClient(server.url, apiKey);
