@@ -73,7 +73,8 @@ export async function handleChatMessage(deps: TurnDependencies, request: TurnReq
   if (!command) return { kind: "turn", outcome: await runTurn(deps, request) };
   const { tenant, sessionId } = request;
   // A turn finds out in its first round trip; a command checks here, before it changes anything.
-  if (!(await deps.store.getSession(tenant, sessionId))) throw new NotFoundError("Session not found.");
+  const current = await deps.store.getSession(tenant, sessionId);
+  if (!current) throw new NotFoundError("Session not found.");
   const reply = (text: string): ChatOutcome => ({ kind: "command", command: command.name, reply: text });
   const nowIso = () => new Date(deps.now()).toISOString();
 
@@ -87,8 +88,7 @@ export async function handleChatMessage(deps: TurnDependencies, request: TurnReq
       await invalidateSessionCache(deps, tenant, sessionId);
       return reply("Started a new conversation. The previous one is kept and still searchable.");
     case "status": {
-      const session = await deps.store.getSession(tenant, sessionId);
-      return reply(session ? statusText(session) : "No conversation yet.");
+      return reply(statusText(current));
     }
     case "model": {
       const match = /^([A-Za-z0-9._-]{1,64}):(\S{1,200})$/.exec(command.argument);

@@ -12,7 +12,7 @@ import type { StoredResponse } from "../state/idempotency.ts";
 import type { SessionView } from "../state/store.ts";
 import type { AppEnv } from "./auth.ts";
 import { readJsonBody, sessionIdPattern } from "./http.ts";
-import { beginIdempotency, eventStreamResponse, failureResult, jsonResult, LiveTurn, replayJson, type FinalResult, type StreamSink } from "./turns.ts";
+import { beginIdempotency, eventStreamResponse, jsonResult, LiveTurn, recordFinal, replayJson, type FinalResult, type StreamSink } from "./turns.ts";
 
 const TextPartSchema = v.object({ type: v.literal("text"), text: v.string() });
 const ChatMessageSchema = v.object({
@@ -247,15 +247,7 @@ export function openaiCompatRoutes(deps: AppDependencies) {
       });
     });
     const sessionHeader = (): Record<string, string> => (target.sessionId ? { "X-Session-Id": target.sessionId } : {});
-    const final = live.done.then(
-      (outcome): FinalResult => ({ status: 200, body: completionBody(outcome, meta), headers: sessionHeader(), error: null, started: true }),
-      (error: unknown) => failureResult(deps, c, error, live.started, sessionHeader()),
-    );
-    const recorded = final.then(async (result) => {
-      await idempotent.settle(result);
-      return result;
-    });
-    deps.waitUntil(recorded);
+    const recorded = recordFinal(deps, c, live, idempotent, (outcome) => completionBody(outcome, meta), sessionHeader);
 
     if (!streaming) return jsonResult(c, await recorded);
     await live.begun();

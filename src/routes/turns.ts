@@ -267,6 +267,33 @@ async function writeTurnEvents(sink: StreamSink, live: LiveTurn<unknown>, final:
   send(result.error ? "error" : "turn-end", result.body);
 }
 
+/**
+ * The end of a turn-creating request, shared by both routes: the turn's value or failure as a FinalResult,
+ * stored for Idempotency-Key replay before the answer goes out (so a client that retries after reading it
+ * gets the replay), and handed to waitUntil because the turn outlives a client that disconnects (on Workers
+ * this keeps the isolate alive until it ends).
+ */
+export function recordFinal<T>(
+  deps: AppDependencies,
+  c: Context<AppEnv>,
+  live: LiveTurn<T>,
+  idempotent: Extract<IdempotencyBegin, { kind: "run" }>,
+  body: (value: T) => unknown,
+  headers: () => Record<string, string> = () => ({}),
+): Promise<FinalResult> {
+  const recorded = live.done
+    .then(
+      (value): FinalResult => ({ status: 200, body: body(value), headers: headers(), error: null, started: true }),
+      (error: unknown) => failureResult(deps, c, error, live.started, headers()),
+    )
+    .then(async (result) => {
+      await idempotent.settle(result);
+      return result;
+    });
+  deps.waitUntil(recorded);
+  return recorded;
+}
+
 function outcomeBody(result: ChatOutcome) {
   if (result.kind === "command") return { turn: null, reply: result.reply, messages: [], command: result.command };
   const { outcome } = result;
@@ -285,17 +312,7 @@ export function turnRoutes(deps: AppDependencies) {
     if (idempotent.kind === "replay") return streaming ? replayEvents(deps, c, idempotent.response) : replayJson(c, idempotent.response);
 
     const live = new LiveTurn((onEvent) => handleChatMessage(deps, { tenant, sessionId, content: body.content, reasoning: body.reasoning, stream: streaming, onEvent }));
-    const final = live.done.then(
-      (result): FinalResult => ({ status: 200, body: outcomeBody(result), headers: {}, error: null, started: true }),
-      (error: unknown) => failureResult(deps, c, error, live.started),
-    );
-    // Stored before the answer goes out, so a client that retries after reading it gets the replay.
-    const recorded = final.then(async (result) => {
-      await idempotent.settle(result);
-      return result;
-    });
-    // The turn outlives a client that disconnects; on Workers this keeps the isolate alive until it ends.
-    deps.waitUntil(recorded);
+    const recorded = recordFinal(deps, c, live, idempotent, outcomeBody);
 
     if (!streaming) return jsonResult(c, await recorded);
     await live.begun();

@@ -1,26 +1,10 @@
 /// <reference types="node" />
 // The official `openai` client against the running service (Node server in-process), with the fake OpenAI
 // server as the upstream provider.
-import { serve } from "@hono/node-server";
 import OpenAI from "openai";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { buildTestApp, testApiKey, type TestApp } from "../support/app.ts";
+import { buildTestApp, listen, testApiKey, type TestApp } from "../support/app.ts";
 import { startFakeOpenAI, type FakeProvider } from "../support/fake-provider.ts";
-
-async function listen(app: TestApp["app"]): Promise<{ url: string; close(): Promise<void> }> {
-  return new Promise((resolve) => {
-    const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, (info) =>
-      resolve({
-        url: `http://127.0.0.1:${info.port}`,
-        close: () =>
-          new Promise<void>((done) => {
-            server.close(() => done());
-            if ("closeAllConnections" in server) server.closeAllConnections();
-          }),
-      }),
-    );
-  });
-}
 
 describe("OpenAI-compatible API with the official client", () => {
   let openai: FakeProvider;

@@ -1,30 +1,14 @@
 /// <reference types="node" />
 // Streaming turns over real HTTP (the Node server in-process) against the fake OpenAI server, and
 // Idempotency-Key replay of turn-creating requests.
-import { serve } from "@hono/node-server";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { buildTestApp, otherTenantKey, testApiKey, type TestApp } from "../support/app.ts";
+import { buildTestApp, listen, otherTenantKey, testApiKey, type TestApp } from "../support/app.ts";
 import { startFakeOpenAI, type FakeProvider } from "../support/fake-provider.ts";
 
 interface SseEvent {
   event: string;
   id: number;
   data: any;
-}
-
-async function listen(app: TestApp["app"]): Promise<{ url: string; close(): Promise<void> }> {
-  return new Promise((resolve) => {
-    const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, (info) =>
-      resolve({
-        url: `http://127.0.0.1:${info.port}`,
-        close: () =>
-          new Promise<void>((done) => {
-            server.close(() => done());
-            if ("closeAllConnections" in server) server.closeAllConnections();
-          }),
-      }),
-    );
-  });
 }
 
 /** Reads SSE blocks as they arrive; `until` may stop reading early (the caller then aborts the request). */

@@ -1,5 +1,6 @@
 /// <reference types="node" />
 // Builds the whole app in one call over a real libSQL file, as the entries do, for `app.request()` tests.
+import { serve } from "@hono/node-server";
 import { createApp } from "../../src/app.ts";
 import { loadConfig, type Env } from "../../src/config.ts";
 import type { AppDependencies, LogEntry } from "../../src/deps.ts";
@@ -62,4 +63,20 @@ export async function buildTestApp(env: Env = {}, overrides: Partial<AppDependen
     },
     close: () => database.close(),
   };
+}
+
+/** Serves the app on a free loopback port with the Node adapter, for tests that need real HTTP. */
+export async function listen(app: TestApp["app"]): Promise<{ url: string; close(): Promise<void> }> {
+  return new Promise((resolve) => {
+    const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, (info) =>
+      resolve({
+        url: `http://127.0.0.1:${info.port}`,
+        close: () =>
+          new Promise<void>((done) => {
+            server.close(() => done());
+            if ("closeAllConnections" in server) server.closeAllConnections();
+          }),
+      }),
+    );
+  });
 }

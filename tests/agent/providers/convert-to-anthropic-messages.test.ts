@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { ContentBlockParam, MessageParam } from "@anthropic-ai/sdk/resources/messages";
-import type { ChatMessage, ToolCall } from "../../../src/agent/messages.ts";
+import type { ChatMessage } from "../../../src/agent/messages.ts";
+import { assistant, call, result, user } from "./messages.ts";
 import {
   LEADING_USER_TEXT,
   convertToAnthropicMessages,
@@ -8,20 +9,6 @@ import {
   toAnthropicToolUseId,
 } from "../../../src/agent/providers/convert-to-anthropic-messages.ts";
 
-const user = (content: string): ChatMessage => ({ role: "user", content });
-const assistant = (content: string | null, toolCalls?: ToolCall[]): ChatMessage => ({
-  role: "assistant",
-  content,
-  ...(toolCalls ? { toolCalls } : {}),
-});
-const call = (id: string, name = "lookup", args = '{"q":"x"}'): ToolCall => ({ id, name, arguments: args });
-const result = (toolCallId: string, content: string, isError?: boolean): ChatMessage => ({
-  role: "tool",
-  content,
-  toolCallId,
-  name: "lookup",
-  ...(isError ? { isError } : {}),
-});
 
 const text = (value: string) => ({ type: "text", text: value });
 const use = (id: string, input: unknown = { q: "x" }, name = "lookup") => ({ type: "tool_use", id, name, input });

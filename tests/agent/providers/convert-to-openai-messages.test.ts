@@ -1,22 +1,9 @@
 import { describe, expect, it } from "vitest";
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
-import type { ChatMessage, ToolCall } from "../../../src/agent/messages.ts";
+import type { ChatMessage } from "../../../src/agent/messages.ts";
+import { assistant, call, result, user } from "./messages.ts";
 import { convertToOpenAIMessages, convertToOpenAITools } from "../../../src/agent/providers/convert-to-openai-messages.ts";
 
-const user = (content: string): ChatMessage => ({ role: "user", content });
-const assistant = (content: string | null, toolCalls?: ToolCall[]): ChatMessage => ({
-  role: "assistant",
-  content,
-  ...(toolCalls ? { toolCalls } : {}),
-});
-const call = (id: string, name = "lookup", args = '{"q":"x"}'): ToolCall => ({ id, name, arguments: args });
-const result = (toolCallId: string, content: string, isError?: boolean): ChatMessage => ({
-  role: "tool",
-  content,
-  toolCallId,
-  name: "lookup",
-  ...(isError ? { isError } : {}),
-});
 
 const fnCall = (id: string, args = '{"q":"x"}', name = "lookup") => ({ id, type: "function", function: { name, arguments: args } });
 
